@@ -1,0 +1,35 @@
+/** A decimal number of seconds as the spec writes it: digits, then optionally a point and digits. */
+const DECIMAL_SECONDS = /^\d+(?:\.\d+)?$/;
+
+/**
+ * Reads a number of seconds by the spec's rule: a positive decimal such as `60` or `0.5`. A string
+ * in that form (`'30'`, as environment config delivers it) is read as the number it spells.
+ * Anything else (0, negatives, NaN, Infinity, exponent forms like `1e3`, other types) gives
+ * `undefined`.
+ *
+ * @example
+ * ```ts
+ * parseSeconds('0.5'); // 0.5
+ * parseSeconds(1e21); // undefined: String(1e21) is '1e+21'
+ * ```
+ */
+export function parseSeconds(value: unknown): number | undefined {
+  if (typeof value !== 'number' && typeof value !== 'string') return undefined;
+  if (typeof value === 'number' && !Number.isFinite(value)) return undefined;
+  if (!DECIMAL_SECONDS.test(String(value))) return undefined;
+  const seconds = Number(value);
+  return seconds > 0 ? seconds : undefined;
+}
+
+/**
+ * Seconds as Redis wants them for PX/PEXPIRE: whole milliseconds, never below 1.
+ *
+ * @example
+ * ```ts
+ * toMilliseconds(0.5); // 500
+ * toMilliseconds(0.0001); // 1
+ * ```
+ */
+export function toMilliseconds(seconds: number): number {
+  return Math.max(1, Math.round(seconds * 1000));
+}

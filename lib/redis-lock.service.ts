@@ -1,0 +1,247 @@
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import { createHash, randomBytes } from 'node:crypto';
+import { BUFFER_LOCK_OPTIONS } from './buffer-lock.constants.js';
+import { LockError } from './errors/lock.error.js';
+import { BufferLockMessages } from './messages/buffer-lock-messages.js';
+import type { MessageId } from './messages/messages.catalog.js';
+import {
+  resolveLockOptions,
+  type RedisClientFactory,
+  type RedisLockOptions,
+  type RedisScriptClient,
+  type ResolvedLockOptions,
+} from './options/redis-lock.options.js';
+import { parseSeconds, toMilliseconds } from './options/seconds.js';
+import { acquireLock } from './redis/acquire-lock.js';
+import { extendLock } from './redis/extend-lock.js';
+import { releaseLock } from './redis/release-lock.js';
+
+/**
+ * Proof of holding a lock: the Redis key and the random token written into it. Give it back to
+ * `release` or `extend`.
+ *
+ * @example
+ * ```ts
+ * const [guard] = await lock.acquire('report');
+ * if (guard) console.log(guard.key, guard.token);
+ * ```
+ */
+export interface LockGuard {
+  readonly key: string;
+  readonly token: string;
+}
+
+/**
+ * What `acquire` resolves to: `[guard, undefined]` when the lock was taken, `[undefined,
+ * undefined]` when another holder has it, `[undefined, error]` when Redis could not be asked.
+ *
+ * @example
+ * ```ts
+ * const [guard, error]: AcquireResult = await lock.acquire('report');
+ * ```
+ */
+export type AcquireResult =
+  | readonly [guard: LockGuard, error: undefined]
+  | readonly [guard: undefined, error: undefined]
+  | readonly [guard: undefined, error: LockError];
+
+/**
+ * What `release` resolves to: `[true, undefined]` (also when the lock had already expired), or
+ * `[false, error]`.
+ *
+ * @example
+ * ```ts
+ * const [ok, error]: ReleaseResult = await lock.release(guard);
+ * ```
+ */
+export type ReleaseResult =
+  readonly [ok: true, error: undefined] | readonly [ok: false, error: LockError];
+
+/**
+ * What `extend` resolves to: `[true, undefined]` when the expiry moved, `[false, undefined]` when
+ * the lock is no longer ours, `[false, error]` when Redis could not be asked.
+ *
+ * @example
+ * ```ts
+ * const [extended, error]: ExtendResult = await lock.extend(guard, 30);
+ * ```
+ */
+export type ExtendResult =
+  | readonly [extended: true, error: undefined]
+  | readonly [extended: false, error: undefined]
+  | readonly [extended: false, error: LockError];
+
+const TOKEN_BYTES = 24; // 24 random bytes are 32 base64url characters
+
+/** A fresh 32-character token from the CSPRNG. */
+const createToken = (): string => randomBytes(TOKEN_BYTES).toString('base64url');
+
+const isClient = (value: unknown): value is RedisScriptClient =>
+  typeof value === 'object' &&
+  value !== null &&
+  typeof (value as Partial<RedisScriptClient>).eval === 'function';
+
+const isGuard = (value: unknown): value is LockGuard =>
+  typeof value === 'object' &&
+  value !== null &&
+  typeof (value as Partial<LockGuard>).key === 'string' &&
+  typeof (value as Partial<LockGuard>).token === 'string';
+
+const describe = (error: unknown): string =>
+  error instanceof Error ? error.message : String(error);
+
+/** Thrown inside the service when the factory gives no client; never leaves it. */
+class NoClient extends Error {}
+
+/**
+ * A lock through one Redis server, so that only one worker of many builds a given cache entry.
+ * Each call resolves to a tuple and never rejects for Redis trouble: see {@link AcquireResult}.
+ *
+ * Works in a Nest app (provided by `BufferLockModule`) and on its own with `new`. No connection is
+ * made until the first `acquire`, `release` or `extend`; a factory is then called once per process.
+ *
+ * @example
+ * ```ts
+ * const lock = new RedisLockService({ redis: () => new Redis(), namespace: 'shop:buffer:' });
+ * const [guard, error] = await lock.acquire('nightly-report');
+ * if (guard) {
+ *   try { await buildReport(); } finally { await lock.release(guard); }
+ * } else if (error) {
+ *   console.warn(error.message); // Redis trouble
+ * } // else another worker is building it
+ * ```
+ */
+@Injectable()
+export class RedisLockService {
+  private readonly options: ResolvedLockOptions;
+  private readonly messages: BufferLockMessages;
+  private client: RedisScriptClient | undefined;
+  private connecting: Promise<RedisScriptClient> | undefined;
+
+  constructor(
+    @Inject(BUFFER_LOCK_OPTIONS) options: RedisLockOptions,
+    @Optional() @Inject(BufferLockMessages) messages?: BufferLockMessages,
+  ) {
+    this.messages = messages ?? new BufferLockMessages({ messages: options?.messages });
+    this.options = resolveLockOptions(options, this.messages);
+    if (typeof this.options.redis !== 'function') this.client = this.options.redis;
+  }
+
+  /** The client, or the factory that makes it, as given. */
+  get redis(): RedisScriptClient | RedisClientFactory {
+    return this.options.redis;
+  }
+
+  /** The prefix of every Redis key this service makes. */
+  get namespace(): string {
+    return this.options.namespace;
+  }
+
+  /** Seconds a lock lives in Redis. */
+  get ttl(): number {
+    return this.options.ttl;
+  }
+
+  /** The message overrides given, if any. */
+  get messageOverrides(): RedisLockOptions['messages'] {
+    return this.options.messages;
+  }
+
+  /**
+   * Tries, without waiting, to become the only holder of `cacheKey`. Not re-entrant: a second
+   * acquire of a key this process holds answers busy.
+   */
+  async acquire(cacheKey: string): Promise<AcquireResult> {
+    if (cacheKey === undefined || cacheKey === null) {
+      return [undefined, this.error('lock_key_undefined')];
+    }
+    if (typeof cacheKey !== 'string') return [undefined, this.error('lock_key_invalid')];
+    const guard: LockGuard = { key: this.key(cacheKey), token: createToken() };
+    let answer: unknown;
+    try {
+      const client = this.client ?? (await this.connect());
+      answer = await acquireLock(client, guard.key, guard.token, toMilliseconds(this.options.ttl));
+    } catch (error) {
+      return [undefined, this.failure('redis_lock_failed', error)];
+    }
+    if (answer === undefined || answer === null) return [undefined, this.error('redis_no_result')];
+    return Number(answer) === 1 ? [guard, undefined] : [undefined, undefined];
+  }
+
+  /**
+   * Deletes the lock if it still holds this guard's token. A lock that already expired, or was
+   * taken by another holder since, is left alone and the call still succeeds.
+   */
+  async release(guard: LockGuard): Promise<ReleaseResult> {
+    if (!isGuard(guard)) return [false, this.error('redis_invalid_guard')];
+    let answer: unknown;
+    try {
+      const client = this.client ?? (await this.connect());
+      answer = await releaseLock(client, guard.key, guard.token);
+    } catch (error) {
+      return [false, this.failure('redis_unlock_failed', error)];
+    }
+    if (answer === undefined || answer === null) return [false, this.error('redis_no_result')];
+    return [true, undefined];
+  }
+
+  /**
+   * Moves the lock's expiry to `ttl` seconds from now (default: the service's `ttl`), if the lock
+   * still holds this guard's token. Beyond the spec; the watchdog of long builds uses it.
+   */
+  async extend(guard: LockGuard, ttl: number = this.options.ttl): Promise<ExtendResult> {
+    if (!isGuard(guard)) return [false, this.error('redis_invalid_guard')];
+    const seconds = parseSeconds(ttl);
+    if (seconds === undefined) return [false, this.error('redis_ttl_invalid')];
+    let answer: unknown;
+    try {
+      const client = this.client ?? (await this.connect());
+      answer = await extendLock(client, guard.key, guard.token, toMilliseconds(seconds));
+    } catch (error) {
+      return [false, this.failure('redis_extend_failed', error)];
+    }
+    if (answer === undefined || answer === null) return [false, this.error('redis_no_result')];
+    return Number(answer) === 1 ? [true, undefined] : [false, undefined];
+  }
+
+  /**
+   * The Redis key for a cache key: the namespace, then the hex MD5 of the key's UTF-8 bytes.
+   * Override it to add a Redis Cluster hash tag.
+   */
+  protected key(cacheKey: string): string {
+    return this.options.namespace + createHash('md5').update(cacheKey, 'utf8').digest('hex');
+  }
+
+  /** The client, made by the factory on first use. Concurrent first calls share one call. */
+  private connect(): Promise<RedisScriptClient> {
+    if (this.connecting) return this.connecting;
+    const factory = this.options.redis as RedisClientFactory;
+    const attempt = (async () => {
+      const client = await factory();
+      if (!isClient(client)) throw new NoClient();
+      this.client = client;
+      return client;
+    })();
+    // A failed attempt is forgotten, so the next call asks the factory again.
+    attempt.catch(() => {
+      if (this.connecting === attempt) this.connecting = undefined;
+    });
+    this.connecting = attempt;
+    return attempt;
+  }
+
+  private error(id: MessageId): LockError {
+    return new LockError(id, this.messages.render(id));
+  }
+
+  /** A Redis failure in `id`'s words; the client's own error goes in ERROR and in `cause`. */
+  private failure(id: MessageId, error: unknown): LockError {
+    if (error instanceof NoClient) {
+      const text = this.messages.render('redis_no_client');
+      return new LockError('redis_no_client', this.messages.render(id, { ERROR: text }));
+    }
+    return new LockError(id, this.messages.render(id, { ERROR: describe(error) }), {
+      cause: error,
+    });
+  }
+}
