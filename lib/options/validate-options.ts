@@ -23,7 +23,7 @@ function violationsOf(
 ): ConfigViolation[] {
   return errors.flatMap((error) =>
     Object.keys(error.constraints ?? {}).map((rule) => {
-      const messageId = (error.contexts?.[rule] as MessageContext).messageId;
+      const { messageId } = (error.contexts ?? {})[rule] as MessageContext;
       return { property: error.property, code: messageId, message: messages.render(messageId) };
     }),
   );
