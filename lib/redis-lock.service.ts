@@ -149,18 +149,21 @@ export class RedisLockService {
 
   /**
    * Tries, without waiting, to become the only holder of `cacheKey`. Not re-entrant: a second
-   * acquire of a key this process holds answers busy.
+   * acquire of a key this process holds answers busy. `ttl` (seconds) overrides the service's
+   * `ttl` for this lock; beyond the spec, so that `@SingleFlight` can set it per method.
    */
-  async acquire(cacheKey: string): Promise<AcquireResult> {
+  async acquire(cacheKey: string, ttl: number = this.options.ttl): Promise<AcquireResult> {
     if (cacheKey === undefined || cacheKey === null) {
       return [undefined, this.error('lock_key_undefined')];
     }
     if (typeof cacheKey !== 'string') return [undefined, this.error('lock_key_invalid')];
+    const seconds = parseSeconds(ttl);
+    if (seconds === undefined) return [undefined, this.error('redis_ttl_invalid')];
     const guard: LockGuard = { key: this.key(cacheKey), token: createToken() };
     let answer: unknown;
     try {
       const client = this.client ?? (await this.connect());
-      answer = await acquireLock(client, guard.key, guard.token, toMilliseconds(this.options.ttl));
+      answer = await acquireLock(client, guard.key, guard.token, toMilliseconds(seconds));
     } catch (error) {
       return [undefined, this.failure('redis_lock_failed', error)];
     }
