@@ -208,6 +208,14 @@ export class RedisLockService {
   }
 
   /**
+   * The Redis key a lock on `cacheKey` lives under (what `key()` makes). Keys of anything else one
+   * lock needs (wake-up channel, shared result, fencing counter) are derived from it.
+   */
+  redisKey(cacheKey: string): string {
+    return this.key(cacheKey);
+  }
+
+  /**
    * The Redis key for a cache key: the namespace, then the hex MD5 of the key's UTF-8 bytes.
    * Override it to add a Redis Cluster hash tag.
    */
