@@ -10,6 +10,7 @@ import {
   type RedisLockOptions,
   type RedisScriptClient,
   type ResolvedLockOptions,
+  safeCatalog,
 } from './options/redis-lock.options.js';
 import { parseSeconds, toMilliseconds } from './options/seconds.js';
 import { acquireLock } from './redis/acquire-lock.js';
@@ -122,7 +123,8 @@ export class RedisLockService {
     @Inject(BUFFER_LOCK_OPTIONS) options: RedisLockOptions,
     @Optional() @Inject(BufferLockMessages) messages?: BufferLockMessages,
   ) {
-    this.messages = messages ?? new BufferLockMessages({ messages: options?.messages });
+    // Invalid overrides are left out here, so that they are reported rather than rendered.
+    this.messages = messages ?? new BufferLockMessages({ messages: safeCatalog(options) });
     this.options = resolveLockOptions(options, this.messages);
     if (typeof this.options.redis !== 'function') this.client = this.options.redis;
   }

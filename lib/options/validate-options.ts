@@ -14,7 +14,11 @@ interface MessageContext {
  */
 export function Rule(name: string, messageId: MessageId, test: (value: unknown) => boolean) {
   const context: MessageContext = { messageId };
-  return ValidateBy({ name, validator: { validate: test } }, { context });
+  // class-validator maps `context` only onto constraints with a non-empty message.
+  return ValidateBy(
+    { name, validator: { validate: test, defaultMessage: () => messageId } },
+    { context },
+  );
 }
 
 function violationsOf(

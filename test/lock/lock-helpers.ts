@@ -1,0 +1,59 @@
+import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { RedisScriptClient } from '../../lib/index.js';
+import type { RedisServer } from '../support/redis-server.js';
+
+/** The Redis key the spec's `rkey` gives: namespace, then hex MD5 of the key's UTF-8 bytes. */
+export const rkey = (namespace: string, key: string): string =>
+  namespace + createHash('md5').update(Buffer.from(key, 'utf8')).digest('hex');
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** One call the service made on a client: the method and its arguments. */
+export interface ClientCall {
+  readonly method: 'eval' | 'evalsha';
+  readonly args: readonly unknown[];
+}
+
+/**
+ * A client object that passes every call on to a real ioredis client and records it, so a test
+ * can see what the service sent (e.g. the PX milliseconds) while Redis still does the work.
+ */
+export function recordingClient(real: Redis): RedisScriptClient & { calls: ClientCall[] } {
+  const calls: ClientCall[] = [];
+  return {
+    calls,
+    eval(script: string, numkeys: number, ...args: (string | number)[]) {
+      calls.push({ method: 'eval', args: [script, numkeys, ...args] });
+      return real.eval(script, numkeys, ...args);
+    },
+    evalsha(sha: string, numkeys: number, ...args: (string | number)[]) {
+      calls.push({ method: 'evalsha', args: [sha, numkeys, ...args] });
+      return real.evalsha(sha, numkeys, ...args);
+    },
+  };
+}
+
+/**
+ * An ioredis client that fails fast instead of queueing while the server is down: no retries, no
+ * offline queue, and a short command timeout (as the spec's pitfalls ask of production clients).
+ */
+export function failFastClient(server: RedisServer): Redis {
+  return server.client({
+    retryStrategy: () => null,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    commandTimeout: 2000,
+    connectTimeout: 2000,
+  });
+}
+
+/** Counts of the commands a server ran since the last CONFIG RESETSTAT, by lower-case name. */
+export async function commandStats(admin: Redis): Promise<Map<string, number>> {
+  const info = await admin.info('commandstats');
+  const stats = new Map<string, number>();
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    stats.set(match[1]!, Number(match[2]));
+  }
+  return stats;
+}
