@@ -35,14 +35,13 @@ export function recordingClient(real: Redis): RedisScriptClient & { calls: Clien
 }
 
 /**
- * An ioredis client that fails fast instead of queueing while the server is down: no retries, no
- * offline queue, and a short command timeout (as the spec's pitfalls ask of production clients).
+ * An ioredis client that fails fast once the server is gone: no reconnects, no retries, and short
+ * timeouts (as the spec's pitfalls ask of production clients).
  */
 export function failFastClient(server: RedisServer): Redis {
   return server.client({
     retryStrategy: () => null,
     maxRetriesPerRequest: 0,
-    enableOfflineQueue: false,
     commandTimeout: 2000,
     connectTimeout: 2000,
   });

@@ -1,0 +1,183 @@
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LockError, RedisLockService, type RedisLockOptions } from '../../lib/index.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { commandStats, failFastClient, rkey } from './lock-helpers.js';
+
+const NS = 'acquire-spec:';
+let server: RedisServer;
+let admin: Redis;
+
+beforeAll(async () => {
+  server = await startRedis();
+  admin = server.client();
+});
+afterAll(() => server.stop());
+
+/** One worker: its own service and its own connection, as after a fork. */
+const worker = (options: Partial<RedisLockOptions> = {}): RedisLockService =>
+  new RedisLockService({ redis: () => server.client(), namespace: NS, ...options });
+
+/** Polls Redis until `key` is gone; Redis, not a timer, says when the TTL ran out. */
+async function untilExpired(key: string, withinMs: number): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  while ((await admin.exists(key)) === 1) {
+    if (Date.now() > deadline) throw new Error(`${key} still exists after ${withinMs} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('acquire', () => {
+  describe('STATE DIAGRAM (1) FREE → HELD: acquire(k) [key absent] / SET key token NX PX ttl', () => {
+    it('returns ({key, token}, undefined) and Redis holds the token under rkey k with the TTL', async () => {
+      const lock = worker({ ttl: 30 });
+      expect(await admin.exists(rkey(NS, 'one'))).toBe(0);
+      const [guard, error] = await lock.acquire('one');
+      expect(error).toBeUndefined();
+      expect(guard).toEqual({ key: rkey(NS, 'one'), token: expect.any(String) });
+      expect(Object.keys(guard!).sort()).toEqual(['key', 'token']);
+      expect(await admin.get(guard!.key)).toBe(guard!.token);
+      const pttl = await admin.pttl(guard!.key);
+      expect(pttl).toBeGreaterThan(25_000);
+      expect(pttl).toBeLessThanOrEqual(30_000);
+    });
+
+    it('touches only its own key', async () => {
+      await admin.set('someone-else', 'v');
+      const before = await admin.dbsize();
+      const [guard] = await worker().acquire('only-this');
+      expect(await admin.dbsize()).toBe(before + 1);
+      expect(await admin.get('someone-else')).toBe('v');
+      expect(await admin.get(guard!.key)).toBe(guard!.token);
+    });
+
+    it('of many workers racing for one free key, exactly one gets it', async () => {
+      const workers = Array.from({ length: 20 }, () => worker());
+      const results = await Promise.all(workers.map((w) => w.acquire('race')));
+      const winners = results.filter(([guard]) => guard !== undefined);
+      expect(winners).toHaveLength(1);
+      expect(results.filter(([g, e]) => g === undefined && e === undefined)).toHaveLength(19);
+      expect(await admin.get(rkey(NS, 'race'))).toBe(winners[0]![0]!.token);
+    });
+  });
+
+  describe('STATE DIAGRAM (3) HELD → FREE: the TTL runs out / Redis deletes the key by itself', () => {
+    it('the key disappears after ttl, and another worker can then take it', async () => {
+      const [a, b] = [worker({ ttl: 0.2 }), worker({ ttl: 5 })];
+      const [first] = await a.acquire('expires');
+      expect(first).toBeDefined();
+      expect(await b.acquire('expires')).toEqual([undefined, undefined]);
+      await untilExpired(first!.key, 5000);
+      const [second, error] = await b.acquire('expires');
+      expect(error).toBeUndefined();
+      expect(second!.token).not.toBe(first!.token);
+      expect(await admin.get(first!.key)).toBe(second!.token);
+    });
+  });
+
+  describe('STATE DIAGRAM (4) acquire(k) [Redis unreachable, or no client] / (undefined, error); nothing changes', () => {
+    it('a stopped server gives (undefined, redis_lock_failed) with the client error in ERROR and cause', async () => {
+      const down = await startRedis();
+      const client = failFastClient(down);
+      await client.ping();
+      await down.stop();
+      const lock = new RedisLockService({ redis: client, namespace: NS });
+      const [guard, error] = await lock.acquire('unreachable');
+      expect(guard).toBeUndefined();
+      expect(error).toBeInstanceOf(LockError);
+      expect(error!.code).toBe('redis_lock_failed');
+      expect(error!.cause).toBeInstanceOf(Error);
+      expect(error!.message).toBe(`Redis lock failed: ${(error!.cause as Error).message}`);
+    });
+
+    it('a server that never was there gives the same kind of error through a factory', async () => {
+      const down = await startRedis();
+      await down.stop();
+      const lock = new RedisLockService({ redis: () => failFastClient(down), namespace: NS });
+      const [guard, error] = await lock.acquire('never');
+      expect(guard).toBeUndefined();
+      expect(error?.code).toBe('redis_lock_failed');
+      expect(error?.message).toMatch(/^Redis lock failed: .+/);
+    });
+
+    it.each([
+      [
+        'a factory that throws',
+        () => {
+          throw new Error('no route to redis');
+        },
+        'redis_lock_failed',
+      ],
+      ['a factory that returns undefined', () => undefined, 'redis_no_client'],
+      [
+        'a factory whose promise rejects',
+        () => Promise.reject(new Error('DNS')),
+        'redis_lock_failed',
+      ],
+    ] as const)('%s: (undefined, error) and Redis is unchanged', async (_, factory, code) => {
+      const holder = worker();
+      const [held] = await holder.acquire('held-while-down');
+      const before = { size: await admin.dbsize(), held: await admin.get(held!.key) };
+      const lock = new RedisLockService({ redis: factory, namespace: NS });
+      for (const key of ['free-while-down', 'held-while-down']) {
+        const [guard, error] = await lock.acquire(key);
+        expect(guard).toBeUndefined();
+        expect(error?.code).toBe(code);
+      }
+      expect(await admin.exists(rkey(NS, 'free-while-down'))).toBe(0);
+      expect({ size: await admin.dbsize(), held: await admin.get(held!.key) }).toEqual(before);
+      await holder.release(held!);
+    });
+  });
+
+  describe('STATE DIAGRAM (5) HELD → HELD: acquire(k) [key present], from any worker, the holder too', () => {
+    it('returns (undefined, undefined) for another worker and for the holder; nothing changes', async () => {
+      const [holder, other] = [worker({ ttl: 30 }), worker({ ttl: 30 })];
+      const [guard] = await holder.acquire('busy');
+      const pttlBefore = await admin.pttl(guard!.key);
+      expect(await other.acquire('busy')).toEqual([undefined, undefined]);
+      expect(await holder.acquire('busy')).toEqual([undefined, undefined]);
+      expect(await admin.get(guard!.key)).toBe(guard!.token);
+      // Not refreshed: a busy acquire does not move the expiry.
+      expect(await admin.pttl(guard!.key)).toBeLessThanOrEqual(pttlBefore);
+    });
+
+    it('a key held by anything else in Redis is busy too', async () => {
+      await admin.set(rkey(NS, 'foreign'), 'not-a-token', 'PX', 30_000);
+      expect(await worker().acquire('foreign')).toEqual([undefined, undefined]);
+      expect(await admin.get(rkey(NS, 'foreign'))).toBe('not-a-token');
+    });
+  });
+
+  describe('Arguments: $key must be defined', () => {
+    it.each([
+      ['undefined', undefined],
+      ['null', null],
+    ])(
+      'acquire(%s) returns (undefined, lock_key_undefined) without asking Redis',
+      async (_, key) => {
+        const lock = worker();
+        await lock.acquire('connect-first');
+        await admin.config('RESETSTAT');
+        const [guard, error] = await lock.acquire(key as unknown as string);
+        expect(guard).toBeUndefined();
+        expect(error).toBeInstanceOf(LockError);
+        expect(error!.code).toBe('lock_key_undefined');
+        expect(error!.message).toBe('cache key is not defined');
+        expect((await commandStats(admin)).has('evalsha')).toBe(false);
+      },
+    );
+
+    it.each([
+      ['a number', 42],
+      ['an object', { id: 1 }],
+      ['an array', ['a']],
+      ['a boolean', true],
+    ])('acquire(%s) returns (undefined, lock_key_invalid)', async (_, key) => {
+      const [guard, error] = await worker().acquire(key as unknown as string);
+      expect(guard).toBeUndefined();
+      expect(error?.code).toBe('lock_key_invalid');
+      expect(error?.message).toBe('cache key must be a string');
+    });
+  });
+});

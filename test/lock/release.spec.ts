@@ -1,0 +1,159 @@
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  LockError,
+  RedisLockService,
+  type LockGuard,
+  type RedisLockOptions,
+} from '../../lib/index.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { failFastClient, rkey } from './lock-helpers.js';
+
+const NS = 'release-spec:';
+let server: RedisServer;
+let admin: Redis;
+
+beforeAll(async () => {
+  server = await startRedis();
+  admin = server.client();
+});
+afterAll(() => server.stop());
+
+const worker = (options: Partial<RedisLockOptions> = {}): RedisLockService =>
+  new RedisLockService({ redis: () => server.client(), namespace: NS, ...options });
+
+async function untilExpired(key: string, withinMs: number): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  while ((await admin.exists(key)) === 1) {
+    if (Date.now() > deadline) throw new Error(`${key} still exists after ${withinMs} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('release', () => {
+  describe('STATE DIAGRAM (2) HELD → FREE: release(guard) [the stored token matches] / delete; (1, undef)', () => {
+    it('deletes the key and returns (true, undefined)', async () => {
+      const lock = worker();
+      const [guard] = await lock.acquire('mine');
+      expect(await admin.get(guard!.key)).toBe(guard!.token);
+      expect(await lock.release(guard!)).toEqual([true, undefined]);
+      expect(await admin.exists(guard!.key)).toBe(0);
+    });
+
+    it('the key is FREE again: another worker can take it at once', async () => {
+      const [a, b] = [worker(), worker()];
+      const [guard] = await a.acquire('handover');
+      expect(await b.acquire('handover')).toEqual([undefined, undefined]);
+      await a.release(guard!);
+      const [next] = await b.acquire('handover');
+      expect(await admin.get(guard!.key)).toBe(next!.token);
+    });
+
+    it('deletes only its own key', async () => {
+      const lock = worker();
+      const [mine] = await lock.acquire('one-of-two');
+      const [theirs] = await lock.acquire('two-of-two');
+      await lock.release(mine!);
+      expect(await admin.get(theirs!.key)).toBe(theirs!.token);
+    });
+
+    it('a guard works with any instance on the same namespace (it is plain data)', async () => {
+      const [guard] = await worker().acquire('portable');
+      const copy: LockGuard = JSON.parse(JSON.stringify(guard)) as LockGuard;
+      expect(await worker().release(copy)).toEqual([true, undefined]);
+      expect(await admin.exists(guard!.key)).toBe(0);
+    });
+  });
+
+  describe('STATE DIAGRAM (6) HELD → HELD: release(old guard) [token differs] / nothing deleted; (1, undef)', () => {
+    it('after expiry and a retake by another worker, the old guard deletes nothing', async () => {
+      const [a, b] = [worker({ ttl: 0.2 }), worker({ ttl: 30 })];
+      const [old] = await a.acquire('retaken');
+      await untilExpired(old!.key, 5000);
+      const [current] = await b.acquire('retaken');
+      expect(current).toBeDefined();
+      expect(await a.release(old!)).toEqual([true, undefined]);
+      expect(await admin.get(old!.key)).toBe(current!.token);
+      expect(await admin.pttl(old!.key)).toBeGreaterThan(20_000);
+    });
+
+    it('a forged guard with the right key and a wrong token deletes nothing', async () => {
+      const [guard] = await worker().acquire('forged');
+      const forged: LockGuard = { key: guard!.key, token: 'x'.repeat(32) };
+      expect(await worker().release(forged)).toEqual([true, undefined]);
+      expect(await admin.get(guard!.key)).toBe(guard!.token);
+    });
+
+    it('a key set by anything else in Redis is never deleted', async () => {
+      await admin.set(rkey(NS, 'foreign'), 'their-value');
+      const guard: LockGuard = { key: rkey(NS, 'foreign'), token: 'their-value-not' };
+      expect(await worker().release(guard)).toEqual([true, undefined]);
+      expect(await admin.get(rkey(NS, 'foreign'))).toBe('their-value');
+    });
+  });
+
+  describe('Returns: (1, undef) also when the lock had already expired', () => {
+    it('release after expiry with nobody holding the key', async () => {
+      const lock = worker({ ttl: 0.2 });
+      const [guard] = await lock.acquire('expired');
+      await untilExpired(guard!.key, 5000);
+      expect(await lock.release(guard!)).toEqual([true, undefined]);
+      expect(await admin.exists(guard!.key)).toBe(0);
+    });
+
+    it('a second release of the same guard', async () => {
+      const lock = worker();
+      const [guard] = await lock.acquire('twice');
+      expect(await lock.release(guard!)).toEqual([true, undefined]);
+      expect(await lock.release(guard!)).toEqual([true, undefined]);
+    });
+  });
+
+  describe('Arguments: $guard must be a guard (MESSAGES: redis_invalid_guard)', () => {
+    it.each([
+      ['undefined', undefined],
+      ['null', null],
+      ['{}', {}],
+      ['a guard without token', { key: 'k' }],
+      ['a guard without key', { token: 't' }],
+      ['a guard with non-string fields', { key: 1, token: 2 }],
+      ['a string', 'guard'],
+    ])('release(%s) returns (false, invalid lock guard)', async (_, guard) => {
+      const [ok, error] = await worker().release(guard as unknown as LockGuard);
+      expect(ok).toBe(false);
+      expect(error).toBeInstanceOf(LockError);
+      expect(error!.code).toBe('redis_invalid_guard');
+      expect(error!.message).toBe('invalid lock guard');
+    });
+  });
+
+  describe('Redis unreachable: (0, redis_unlock_failed), and the lock stays until its TTL', () => {
+    it('a factory that throws', async () => {
+      const [guard] = await worker().acquire('stays');
+      const lock = new RedisLockService({
+        redis: () => {
+          throw new Error('connection refused');
+        },
+        namespace: NS,
+      });
+      const [ok, error] = await lock.release(guard!);
+      expect(ok).toBe(false);
+      expect(error?.code).toBe('redis_unlock_failed');
+      expect(error?.message).toBe('Redis unlock failed: connection refused');
+      expect(await admin.get(guard!.key)).toBe(guard!.token);
+    });
+
+    it('a stopped server', async () => {
+      const down = await startRedis();
+      const client = failFastClient(down);
+      const lock = new RedisLockService({ redis: client, namespace: NS });
+      const [guard] = await lock.acquire('server-goes-away');
+      expect(guard).toBeDefined();
+      await down.stop();
+      const [ok, error] = await lock.release(guard!);
+      expect(ok).toBe(false);
+      expect(error?.code).toBe('redis_unlock_failed');
+      expect(error?.message).toBe(`Redis unlock failed: ${(error?.cause as Error).message}`);
+    });
+  });
+});
