@@ -1,0 +1,101 @@
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  derivedKey,
+  fenceKey,
+  hashTag,
+  keySlot,
+  releaseChannel,
+  resultKey,
+} from '../../lib/redis/keys.js';
+import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
+
+// The slot maths is checked against Redis itself (CLUSTER KEYSLOT on a real cluster node);
+// test/redis/cluster.spec.ts runs the scripts on the cluster.
+let cluster: RedisCluster;
+beforeAll(async () => {
+  cluster = await startRedisCluster();
+});
+afterAll(() => cluster.stop());
+
+const ROLES = ['result', 'fence', 'release'] as const;
+const slotOf = async (key: string): Promise<number> =>
+  Number(await cluster.node(0).cluster('KEYSLOT', key));
+
+/** Lock keys of every shape: default, tagged as in the spec's example, and with stray braces. */
+const lockKeys = fc.oneof(
+  fc.string({ minLength: 1 }),
+  fc.string().map((s) => `buffer:lock:${s}`),
+  fc.tuple(fc.string({ minLength: 1 }), fc.string()).map(([t, s]) => `{${t}}${s}`),
+  fc
+    .tuple(fc.string(), fc.constantFrom('{', '}', '{}', '}{', '{{'), fc.string())
+    .map((p) => p.join('')),
+);
+
+describe('Redis keys: hash slots as Redis computes them', () => {
+  it('keySlot agrees with CLUSTER KEYSLOT for any key, braces and non-ASCII included', async () => {
+    await fc.assert(
+      fc.asyncProperty(lockKeys, async (key) => {
+        expect(keySlot(key)).toBe(await slotOf(key));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('hashTag follows the first "{" and the first "}" after it, and ignores an empty tag', () => {
+    expect(hashTag('{user1000}.following')).toBe('user1000');
+    expect(hashTag('foo{}{bar}')).toBeUndefined();
+    expect(hashTag('foo{{bar}}zap')).toBe('{bar');
+    expect(hashTag('foo{bar}{zap}')).toBe('bar');
+    expect(hashTag('a}b{c')).toBeUndefined();
+    expect(hashTag('buffer:lock:9a03')).toBeUndefined();
+  });
+});
+
+describe('Redis keys: every derived key and channel is in the lock key’s slot', () => {
+  it('the default lock key (namespace + md5) and its derived keys share a slot in Redis', async () => {
+    const lock = new RedisLockService({ redis: () => cluster.client() });
+    const key = lock.redisKey('report:42');
+    expect(resultKey(key)).toBe(`{${key}}:result`);
+    expect(fenceKey(key)).toBe(`{${key}}:fence`);
+    expect(releaseChannel(key)).toBe(`{${key}}:release`);
+    const slot = await slotOf(key);
+    for (const role of ROLES) expect(await slotOf(derivedKey(key, role))).toBe(slot);
+  });
+
+  it('a lock key with a hash tag keeps its tag', async () => {
+    expect(resultKey('{shop}9a03')).toBe('{shop}{shop}9a03:result');
+    expect(await slotOf('{shop}9a03:anything')).toBe(await slotOf(resultKey('{shop}9a03')));
+  });
+
+  it('any lock key, even one with unusable braces, shares its slot with its derived keys', async () => {
+    await fc.assert(
+      fc.asyncProperty(lockKeys, fc.constantFrom(...ROLES), async (key, role) => {
+        expect(await slotOf(derivedKey(key, role))).toBe(await slotOf(key));
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('Redis keys: distinct lock keys never share a derived key', () => {
+  it('derivedKey is one-to-one, also across the three key shapes', () => {
+    // The pairs a naive `{K}:role` / `K:role` layout would merge.
+    const tricky = ['abc', '{abc}', '{abc}abc', 'a{b', '{0}a{b', '{}', '{}:result'];
+    const derived = tricky.map((k) => resultKey(k));
+    expect(new Set(derived).size).toBe(tricky.length);
+    fc.assert(
+      fc.property(lockKeys, lockKeys, fc.constantFrom(...ROLES), (a, b, role) => {
+        fc.pre(a !== b);
+        expect(derivedKey(a, role)).not.toBe(derivedKey(b, role));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('roles of one lock key are distinct', () => {
+    const key = 'buffer:lock:9a03';
+    expect(new Set(ROLES.map((r) => derivedKey(key, r))).size).toBe(ROLES.length);
+  });
+});
