@@ -1,6 +1,12 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LockError, RedisLockService, type RedisLockOptions } from '../../lib/index.js';
+import {
+  LockError,
+  RedisLockService,
+  type MessageId,
+  type RedisClientFactory,
+  type RedisLockOptions,
+} from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { commandStats, failFastClient, rkey } from './lock-helpers.js';
 
@@ -35,7 +41,7 @@ describe('acquire', () => {
       const [guard, error] = await lock.acquire('one');
       expect(error).toBeUndefined();
       expect(guard).toEqual({ key: rkey(NS, 'one'), token: expect.any(String) });
-      expect(Object.keys(guard!).sort()).toEqual(['key', 'token']);
+      expect(Object.keys(guard!).toSorted()).toEqual(['key', 'token']);
       expect(await admin.get(guard!.key)).toBe(guard!.token);
       const pttl = await admin.pttl(guard!.key);
       expect(pttl).toBeGreaterThan(25_000);
@@ -100,7 +106,7 @@ describe('acquire', () => {
       expect(error?.message).toMatch(/^Redis lock failed: .+/);
     });
 
-    it.each([
+    it.each<[string, RedisClientFactory, MessageId]>([
       [
         'a factory that throws',
         () => {
@@ -114,7 +120,7 @@ describe('acquire', () => {
         () => Promise.reject(new Error('DNS')),
         'redis_lock_failed',
       ],
-    ] as const)('%s: (undefined, error) and Redis is unchanged', async (_, factory, code) => {
+    ])('%s: (undefined, error) and Redis is unchanged', async (_, factory, code) => {
       const holder = worker();
       const [held] = await holder.acquire('held-while-down');
       const before = { size: await admin.dbsize(), held: await admin.get(held!.key) };

@@ -153,7 +153,7 @@ describe('release', () => {
       const [ok, error] = await lock.release(guard!);
       expect(ok).toBe(false);
       expect(error?.code).toBe('redis_unlock_failed');
-      expect(error?.message).toBe(`Redis unlock failed: ${(error?.cause as Error).message}`);
+      expect(error!.message).toBe(`Redis unlock failed: ${(error!.cause as Error).message}`);
     });
   });
 });
