@@ -72,7 +72,7 @@ let slotTags: string[] | undefined;
  */
 function tagForSlot(slot: number): string {
   if (!slotTags) {
-    const table: string[] = new Array<string>(CLUSTER_SLOTS);
+    const table: (string | undefined)[] = Array.from({ length: CLUSTER_SLOTS });
     let missing = CLUSTER_SLOTS;
     for (let n = 0; missing > 0; n++) {
       const tag = n.toString(36);
@@ -82,7 +82,7 @@ function tagForSlot(slot: number): string {
         missing--;
       }
     }
-    slotTags = table;
+    slotTags = table as string[];
   }
   return slotTags[slot]!;
 }
