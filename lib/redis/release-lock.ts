@@ -1,22 +1,36 @@
 import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import { releaseChannel } from './keys.js';
 import { luaScript, runScript } from './lua-script.js';
 
-// Compare-and-delete: a lock that expired and was taken by another holder is left alone.
+/**
+ * What a release publishes on the lock's release channel. Waiters only need to know that the
+ * lock became free, not by whom.
+ */
+export const WAKE_MESSAGE = 'released';
+
+// Compare-and-delete: a lock that expired and was taken by another holder is left alone. Only a
+// release that deleted the key wakes the waiters, in the same atomic script. SPUBLISH (Redis 7
+// sharded pub/sub) keeps the message on the lock's shard in a Cluster; KEYS[2] is the channel, in
+// the lock's slot. pcall: on a Redis without SPUBLISH the release still succeeds and waiters fall
+// back to their PTTL backstop.
 const RELEASE = luaScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  local deleted = redis.call('DEL', KEYS[1])
+  pcall(redis.call, 'SPUBLISH', KEYS[2], ARGV[2])
+  return deleted
 end
 return 0
 `);
 
 /**
- * Deletes `key` only while it still holds `token`. Resolves 1 when it deleted the key and 0 when
- * the lock had already expired or belongs to someone else.
+ * Deletes `key` only while it still holds `token` and, when it did, publishes a wake-up
+ * ({@link WAKE_MESSAGE}) on `releaseChannel(key)` in the same script. Resolves 1 when it deleted
+ * the key and 0 when the lock had already expired or belongs to someone else (nothing published).
  */
 export function releaseLock(
   client: RedisScriptClient,
   key: string,
   token: string,
 ): Promise<unknown> {
-  return runScript(client, RELEASE, [key], [token]);
+  return runScript(client, RELEASE, [key, releaseChannel(key)], [token, WAKE_MESSAGE]);
 }
