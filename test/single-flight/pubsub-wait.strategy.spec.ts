@@ -1,0 +1,135 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { releaseChannel } from '../../lib/redis/keys.js';
+import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
+import { ReleaseSubscriber } from '../../lib/single-flight/release-subscriber.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+
+let server: RedisServer;
+beforeAll(async () => {
+  server = await startRedis();
+});
+afterAll(() => server.stop());
+
+const LONG = 60; // seconds: a TTL or deadline no test run reaches, so only the event under test wakes
+
+function setup(namespace: string) {
+  const client = server.client();
+  const lock = new RedisLockService({ redis: client, namespace });
+  const subscriber = new ReleaseSubscriber(client, { idleMs: 0 });
+  const strategy = new PubSubWaitStrategy({ client, subscriber });
+  return { client, lock, subscriber, strategy };
+}
+
+/** Resolves once Redis counts `n` SSUBSCRIBErs on the lock's release channel. */
+async function subscribers(lockKey: string, n: number): Promise<void> {
+  for (;;) {
+    const reply = (await server
+      .client()
+      .call('PUBSUB', 'SHARDNUMSUB', releaseChannel(lockKey))) as [string, number];
+    if (Number(reply[1]) === n) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('pub/sub wait: released → waiters wake', () => {
+  it('every waiter resolves on the holder’s release, while the lock still had most of its TTL', async () => {
+    const { lock, strategy, subscriber } = setup('pw:wake:');
+    const [guard] = await lock.acquire('k', LONG);
+    const order: string[] = [];
+    const waiters = Array.from({ length: 20 }, (_, i) =>
+      strategy
+        .waitForRelease(guard!.key, Date.now() + LONG * 1000)
+        .then(() => order.push(`waiter${i}`)),
+    );
+    await subscribers(guard!.key, 1); // 20 waiters, one subscription
+    order.push('release');
+    await lock.release(guard!);
+    await Promise.all(waiters);
+    expect(order[0]).toBe('release');
+    expect(order).toHaveLength(21);
+    expect(subscriber.connectionCount).toBe(1);
+    // Woken by the message, not by a backstop: nothing else was due for a minute.
+    await subscribers(guard!.key, 0);
+  });
+});
+
+describe('pub/sub wait: free already → resolves at once', () => {
+  it('a lock released between the failed acquire and the subscribe is seen through PTTL', async () => {
+    const { lock, strategy } = setup('pw:free:');
+    const [guard] = await lock.acquire('k', LONG);
+    await lock.release(guard!); // before anyone listens: this message is lost for the waiter
+    await strategy.waitForRelease(guard!.key, Date.now() + LONG * 1000);
+    expect(await lock.acquire('k')).toEqual([
+      expect.objectContaining({ key: guard!.key }),
+      undefined,
+    ]);
+  });
+});
+
+describe('pub/sub wait: expired (crashed holder, no message) → backstop', () => {
+  it('resolves after the key expired, never before', async () => {
+    const { client, strategy } = setup('pw:crash:');
+    const key = 'pw:crash:dead-holder';
+    await client.set(key, 'token-of-a-crashed-process', 'PX', 300);
+    await strategy.waitForRelease(key, Date.now() + LONG * 1000);
+    expect(await client.exists(key)).toBe(0);
+  });
+
+  it('a holder that extended its lock is waited for again, up to its new expiry', async () => {
+    const { client, strategy } = setup('pw:ext:');
+    const key = 'pw:ext:holder';
+    await client.set(key, 'tok', 'PX', 300);
+    const extended = client.pexpire(key, 600);
+    await strategy.waitForRelease(key, Date.now() + LONG * 1000);
+    await extended;
+    // The waiter read the PTTL after the extension or before it: either way it woke after an expiry
+    // it was told of; a second wait covers the rest, as the engine's loop does.
+    if ((await client.exists(key)) === 1)
+      await strategy.waitForRelease(key, Date.now() + LONG * 1000);
+    expect(await client.exists(key)).toBe(0);
+  });
+});
+
+describe('pub/sub wait: deadline and abort', () => {
+  it('resolves at the deadline while the lock is still held', async () => {
+    const { lock, strategy } = setup('pw:deadline:');
+    const [guard] = await lock.acquire('k', LONG);
+    await strategy.waitForRelease(guard!.key, Date.now() + 150);
+    expect(await server.client().get(guard!.key)).toBe(guard!.token);
+  });
+
+  it('resolves when the signal aborts, and at once when it was aborted before', async () => {
+    const { lock, strategy, subscriber } = setup('pw:abort:');
+    const [guard] = await lock.acquire('k', LONG);
+    const controller = new AbortController();
+    const waiting = strategy.waitForRelease(
+      guard!.key,
+      Date.now() + LONG * 1000,
+      controller.signal,
+    );
+    await subscribers(guard!.key, 1);
+    controller.abort();
+    await waiting;
+    await strategy.waitForRelease(guard!.key, Date.now() + LONG * 1000, controller.signal);
+    expect(await server.client().get(guard!.key)).toBe(guard!.token);
+    expect(subscriber.channelNames).toEqual([]);
+  });
+});
+
+describe('pub/sub wait: Redis trouble → polling backstop, never a rejection', () => {
+  it('resolves by the fallback poll when PTTL cannot be read', async () => {
+    const own = await startRedis();
+    const client = own.client({ maxRetriesPerRequest: 0, retryStrategy: () => null });
+    await client.ping();
+    await own.stop();
+    const strategy = new PubSubWaitStrategy({
+      client,
+      subscriber: new ReleaseSubscriber(client, { idleMs: 0 }),
+      fallbackPollMs: 50,
+    });
+    await expect(
+      strategy.waitForRelease('pw:down:k', Date.now() + LONG * 1000),
+    ).resolves.toBeUndefined();
+  });
+});
