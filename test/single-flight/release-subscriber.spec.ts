@@ -102,7 +102,7 @@ describe('release subscriber: a release wakes the listeners of that lock only', 
     await Promise.all(listeners.map((l) => l.ready));
     await lock.release(guard!);
     await done;
-    expect(calls.sort()).toEqual(['a1', 'a2']);
+    expect(calls.toSorted()).toEqual(['a1', 'a2']);
     for (const l of listeners) l.close();
   });
 });
