@@ -1,0 +1,334 @@
+import { StreamableFile } from '@nestjs/common';
+import { Stream } from 'node:stream';
+import { LockError } from '../errors/lock.error.js';
+import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import { resultKey } from './keys.js';
+import { luaScript, runScript } from './lua-script.js';
+
+/**
+ * Turns a method's result into text for Redis and back. JSON is the default
+ * ({@link JSON_RESULT_SERIALIZER}); plug in another (superjson, msgpack as base64, ...) by passing
+ * one. `serialize` throws for a value it cannot represent faithfully.
+ *
+ * @example
+ * ```ts
+ * const serializer: ResultSerializer = {
+ *   serialize: (value) => superjson.stringify(value),
+ *   deserialize: (text) => superjson.parse(text),
+ * };
+ * ```
+ */
+export interface ResultSerializer {
+  serialize(value: unknown): string;
+  deserialize(text: string): unknown;
+}
+
+/**
+ * Why a value cannot be serialized: what was found, and where (`$` is the value itself).
+ *
+ * @example
+ * ```ts
+ * const problem: Unserializable = { what: 'a stream', path: '$.body' };
+ * ```
+ */
+export interface Unserializable {
+  readonly what: string;
+  readonly path: string;
+}
+
+/**
+ * Thrown by a serializer for a value it cannot represent; {@link SharedResultStore.serialize}
+ * turns it into the catalog's `shared_result_unserializable` error.
+ *
+ * @example
+ * ```ts
+ * throw new UnserializableValueError({ what: 'a function', path: '$.callback' });
+ * ```
+ */
+export class UnserializableValueError extends Error {
+  override readonly name = 'UnserializableValueError';
+
+  constructor(readonly problem: Unserializable) {
+    super(`${problem.what} at ${problem.path}`);
+  }
+}
+
+const COLLECTIONS: readonly [new (...args: never[]) => unknown, string][] = [
+  [Map, 'a Map'],
+  [Set, 'a Set'],
+  [WeakMap, 'a WeakMap'],
+  [WeakSet, 'a WeakSet'],
+];
+
+/** What in `value` would not survive JSON, or `undefined` when it all does. */
+function objectProblem(value: object): string | undefined {
+  if (value instanceof StreamableFile) return 'a StreamableFile';
+  if (value instanceof Stream) return 'a stream';
+  // An Observable has pipe() too, so it is told apart first.
+  if (typeof (value as { subscribe?: unknown }).subscribe === 'function') return 'an Observable';
+  if (typeof (value as { pipe?: unknown }).pipe === 'function') return 'a stream';
+  if (typeof (value as { then?: unknown }).then === 'function') return 'a promise';
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return 'a Buffer or typed array';
+  return COLLECTIONS.find(([type]) => value instanceof type)?.[1];
+}
+
+/**
+ * The first part of `value` that JSON would drop, change or choke on: functions, symbols, BigInt,
+ * non-finite numbers, circular references, streams, `StreamableFile`, promises, Observables,
+ * Map/Set, Buffers and typed arrays. Objects with a `toJSON()` (such as Date) are trusted.
+ *
+ * @example
+ * ```ts
+ * findUnserializable({ id: 1, body: fs.createReadStream('x') }); // { what: 'a stream', path: '$.body' }
+ * findUnserializable({ id: 1n }); // { what: 'a BigInt', path: '$.id' }
+ * ```
+ */
+export function findUnserializable(value: unknown): Unserializable | undefined {
+  const ancestors: object[] = [];
+  const visit = (node: unknown, path: string): Unserializable | undefined => {
+    switch (typeof node) {
+      case 'function':
+        return { what: 'a function', path };
+      case 'symbol':
+        return { what: 'a symbol', path };
+      case 'bigint':
+        return { what: 'a BigInt', path };
+      case 'number':
+        return Number.isFinite(node) ? undefined : { what: `the number ${node}`, path };
+      case 'object':
+        break;
+      default:
+        return undefined;
+    }
+    if (node === null) return undefined;
+    if (ancestors.includes(node)) return { what: 'a circular reference', path };
+    const problem = objectProblem(node);
+    if (problem) return { what: problem, path };
+    if (typeof (node as { toJSON?: unknown }).toJSON === 'function') return undefined;
+    ancestors.push(node);
+    try {
+      const entries: [string, unknown][] = Array.isArray(node)
+        ? node.map((item, i) => [`[${i}]`, item])
+        : Object.entries(node).map(([k, v]) => [`.${k}`, v]);
+      for (const [step, child] of entries) {
+        const found = visit(child, path + step);
+        if (found) return found;
+      }
+      return undefined;
+    } finally {
+      ancestors.pop();
+    }
+  };
+  return visit(value, '$');
+}
+
+/**
+ * The default serializer: JSON, after {@link findUnserializable} has checked the value, so nothing
+ * is silently lost. `undefined` (a method that returns nothing) is stored as the empty string.
+ *
+ * @example
+ * ```ts
+ * JSON_RESULT_SERIALIZER.deserialize(JSON_RESULT_SERIALIZER.serialize({ a: 1 })); // { a: 1 }
+ * ```
+ */
+export const JSON_RESULT_SERIALIZER: ResultSerializer = Object.freeze({
+  serialize(value: unknown): string {
+    if (value === undefined) return '';
+    const problem = findUnserializable(value);
+    if (problem) throw new UnserializableValueError(problem);
+    return JSON.stringify(value);
+  },
+  deserialize(text: string): unknown {
+    return text === '' ? undefined : JSON.parse(text);
+  },
+});
+
+// Only the current holder may publish a result: a leader that lost its lock stays silent.
+const STORE = luaScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+`);
+
+const READ = luaScript(`return redis.call('GET', KEYS[1])`);
+
+/**
+ * Stores `payload` under `resultKey(lockKey)` for `ttlMs`, if the lock still holds `token`.
+ * Resolves 1 when stored, 0 when the lock is no longer ours. Both keys are in one slot.
+ *
+ * @example
+ * ```ts
+ * await storeSharedResult(client, guard.key, guard.token, '{"total":42}', 10_000);
+ * ```
+ */
+export function storeSharedResult(
+  client: RedisScriptClient,
+  lockKey: string,
+  token: string,
+  payload: string,
+  ttlMs: number,
+): Promise<unknown> {
+  return runScript(client, STORE, [lockKey, resultKey(lockKey)], [token, payload, ttlMs]);
+}
+
+/**
+ * The payload stored for `lockKey`, or `null` when there is none (never stored, or expired).
+ *
+ * @example
+ * ```ts
+ * const payload = await readSharedResult(client, lock.redisKey('report'));
+ * ```
+ */
+export async function readSharedResult(
+  client: RedisScriptClient,
+  lockKey: string,
+): Promise<string | null> {
+  const answer = await runScript(client, READ, [resultKey(lockKey)], []);
+  return typeof answer === 'string' ? answer : null;
+}
+
+/**
+ * Options of a {@link SharedResultStore}.
+ *
+ * @example
+ * ```ts
+ * const options: SharedResultOptions = { client, ttl: 10 };
+ * ```
+ */
+export interface SharedResultOptions {
+  client: RedisScriptClient;
+  /** Default {@link JSON_RESULT_SERIALIZER}. */
+  serializer?: ResultSerializer;
+  /**
+   * Seconds a shared result lives. Long enough for waiters that woke by their backstop instead of
+   * the release message; the lock's ttl is a safe choice. Default `10`.
+   */
+  ttl?: number;
+  messages?: BufferLockMessages;
+}
+
+/**
+ * What {@link SharedResultStore.read} found: the leader's value, nothing, or a payload that could
+ * not be read back (then run the method as leader).
+ *
+ * @example
+ * ```ts
+ * const found: SharedRead = await results.read(guardKey, 'report');
+ * if (found.status === 'hit') return found.value;
+ * ```
+ */
+export type SharedRead =
+  | { readonly status: 'hit'; readonly value: unknown }
+  | { readonly status: 'miss' }
+  | { readonly status: 'error'; readonly error: LockError };
+
+/**
+ * What {@link SharedResultStore.store} resolves to: `[true, undefined]` stored, `[false,
+ * undefined]` not stored because the lock is no longer ours, `[false, error]` Redis trouble.
+ *
+ * @example
+ * ```ts
+ * const [stored, error]: StoreResult = await results.store(guard, payload);
+ * ```
+ */
+export type StoreResult =
+  | readonly [stored: true, error: undefined]
+  | readonly [stored: false, error: undefined]
+  | readonly [stored: false, error: LockError];
+
+/**
+ * Shares a leader's result with the waiters of other processes (`share: true`): the leader
+ * serializes (fails fast, before anything touches Redis), stores under the lock's result key while
+ * it still holds the lock, then releases; a woken waiter reads it instead of running the method.
+ *
+ * @example
+ * ```ts
+ * const results = new SharedResultStore({ client, ttl: 30 });
+ * const payload = results.serialize(value, 'report:42'); // throws LockError for a stream
+ * await results.store(guard, payload);
+ * await lock.release(guard);
+ * // in a waiter, after waking:
+ * const found = await results.read(lock.redisKey('report:42'), 'report:42');
+ * ```
+ */
+export class SharedResultStore {
+  private readonly serializer: ResultSerializer;
+  private readonly ttlMs: number;
+  private readonly messages: BufferLockMessages;
+
+  constructor(private readonly options: SharedResultOptions) {
+    this.serializer = options.serializer ?? JSON_RESULT_SERIALIZER;
+    this.ttlMs = Math.max(1, Math.round((options.ttl ?? 10) * 1000));
+    this.messages = options.messages ?? new BufferLockMessages();
+  }
+
+  /**
+   * The payload for `value`. Throws a `LockError` with code `shared_result_unserializable` naming
+   * what and where (the cache key goes in KEY) when the serializer cannot represent it.
+   */
+  serialize(value: unknown, cacheKey: string): string {
+    try {
+      return this.serializer.serialize(value);
+    } catch (error) {
+      const problem =
+        error instanceof UnserializableValueError
+          ? error.problem
+          : { what: error instanceof Error ? error.message : String(error), path: '$' };
+      const text = this.messages.render('shared_result_unserializable', {
+        KEY: cacheKey,
+        WHAT: problem.what,
+        PATH: problem.path,
+      });
+      throw new LockError('shared_result_unserializable', text, { cause: error });
+    }
+  }
+
+  /** Stores `payload` for the guard's lock while the guard still holds it. Never rejects. */
+  async store(guard: { key: string; token: string }, payload: string): Promise<StoreResult> {
+    try {
+      const answer = await storeSharedResult(
+        this.options.client,
+        guard.key,
+        guard.token,
+        payload,
+        this.ttlMs,
+      );
+      return Number(answer) === 1 ? [true, undefined] : [false, undefined];
+    } catch (error) {
+      return [false, this.failure(error)];
+    }
+  }
+
+  /** The result the leader of `lockKey` shared, if any. Never rejects. */
+  async read(lockKey: string, cacheKey: string): Promise<SharedRead> {
+    let payload: string | null;
+    try {
+      payload = await readSharedResult(this.options.client, lockKey);
+    } catch (error) {
+      return { status: 'error', error: this.failure(error) };
+    }
+    if (payload === null) return { status: 'miss' };
+    try {
+      return { status: 'hit', value: this.serializer.deserialize(payload) };
+    } catch (error) {
+      const text = this.messages.render('shared_result_unreadable', {
+        KEY: cacheKey,
+        ERROR: error instanceof Error ? error.message : String(error),
+      });
+      return {
+        status: 'error',
+        error: new LockError('shared_result_unreadable', text, { cause: error }),
+      };
+    }
+  }
+
+  private failure(error: unknown): LockError {
+    const text = this.messages.render('shared_result_failed', {
+      ERROR: error instanceof Error ? error.message : String(error),
+    });
+    return new LockError('shared_result_failed', text, { cause: error });
+  }
+}
