@@ -1,0 +1,237 @@
+import { cpus, loadavg } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import type { Redis } from 'ioredis';
+import type { RedisServer } from '../support/redis-server.js';
+
+/** What a section gets from the runner. */
+export interface BenchContext {
+  /** `--quick`: small counts so the whole suite runs in CI in under a minute. */
+  readonly quick: boolean;
+  /** The bench's own redis-server (the outage section pauses it). */
+  readonly redis: RedisServer;
+  /** Appends markdown to RESULTS.md and prints it. */
+  readonly report: Report;
+}
+
+/** A section of the suite: a title and the code that measures and reports. */
+export interface BenchSection {
+  readonly id: string;
+  readonly title: string;
+  run(context: BenchContext): Promise<void>;
+}
+
+/** The row text used when the library does not have the feature a row measures. */
+export const NOT_AVAILABLE = 'not available yet';
+
+/** Milliseconds since the epoch with sub-millisecond precision, comparable across processes. */
+export const epochMs = (): number => performance.timeOrigin + performance.now();
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Nearest-rank percentile of an ascending array; `p` in [0, 100]. */
+export function percentile(sorted: ArrayLike<number>, p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))]!;
+}
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = values.toSorted((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+export interface LatencySummary {
+  readonly count: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly p999: number;
+  readonly max: number;
+}
+
+/** p50/p99/p99.9/max of latency samples (any order). */
+export function summarize(samples: readonly number[] | Float64Array): LatencySummary {
+  const sorted = Float64Array.from(samples).toSorted();
+  return {
+    count: sorted.length,
+    p50: percentile(sorted, 50),
+    p99: percentile(sorted, 99),
+    p999: percentile(sorted, 99.9),
+    max: sorted.length ? sorted[sorted.length - 1]! : Number.NaN,
+  };
+}
+
+/** A number for a table: `digits` decimals, or '–' when missing. */
+export function fmt(value: number | undefined, digits = 2): string {
+  if (value === undefined || !Number.isFinite(value)) return '–';
+  return value.toFixed(digits);
+}
+
+/** An integer with thin thousands separators. */
+export function fmtInt(value: number | undefined): string {
+  if (value === undefined || !Number.isFinite(value)) return '–';
+  return Math.round(value).toLocaleString('en-US');
+}
+
+export function fmtRatio(value: number | undefined): string {
+  return value === undefined || !Number.isFinite(value) ? '–' : `${value.toFixed(2)}×`;
+}
+
+export function fmtMb(bytes: number): string {
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+}
+
+/** A markdown table with padded columns, readable in a terminal and on GitHub. */
+export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]): string =>
+    `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  return [line(headers), `| ${widths.map((w) => '-'.repeat(w)).join(' | ')} |`, ...rows.map(line)]
+    .join('\n')
+    .concat('\n');
+}
+
+/**
+ * Runs every strategy once per round, rotating the starting strategy each round, so that drift
+ * in machine load (other processes, thermal) spreads evenly over all of them. `warmup` rounds run
+ * first and are not passed to `record`.
+ */
+export async function interleave<S, R>(
+  strategies: readonly S[],
+  rounds: number,
+  warmup: number,
+  run: (strategy: S, round: number) => Promise<R>,
+  record: (strategy: S, result: R, round: number) => void,
+): Promise<void> {
+  for (let round = -warmup; round < rounds; round++) {
+    const offset = ((round % strategies.length) + strategies.length) % strategies.length;
+    for (let i = 0; i < strategies.length; i++) {
+      const strategy = strategies[(i + offset) % strategies.length]!;
+      const result = await run(strategy, round);
+      if (round >= 0) record(strategy, result, round);
+    }
+  }
+}
+
+/** `INFO commandstats` as command name → calls. */
+export async function commandStats(client: Redis): Promise<Map<string, number>> {
+  const text = await client.info('commandstats');
+  const stats = new Map<string, number>();
+  for (const match of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    stats.set(match[1]!, Number(match[2]));
+  }
+  return stats;
+}
+
+export interface CommandDelta {
+  readonly total: number;
+  readonly byCommand: ReadonlyMap<string, number>;
+}
+
+/**
+ * Commands run between two `commandStats` snapshots, without the one INFO that took the first
+ * snapshot (Redis counts a command after it ran, so it shows up in the second).
+ */
+export function commandDelta(
+  before: ReadonlyMap<string, number>,
+  after: ReadonlyMap<string, number>,
+  ownCommands: ReadonlyMap<string, number> = new Map([['info', 1]]),
+): CommandDelta {
+  const byCommand = new Map<string, number>();
+  let total = 0;
+  for (const [name, calls] of after) {
+    const delta = calls - (before.get(name) ?? 0) - (ownCommands.get(name) ?? 0);
+    if (delta > 0) {
+      byCommand.set(name, delta);
+      total += delta;
+    }
+  }
+  return { total, byCommand };
+}
+
+/** `get:4 evalsha:2`, busiest first. */
+export function describeCommands(byCommand: ReadonlyMap<string, number>, limit = 4): string {
+  const entries = [...byCommand].toSorted((a, b) => b[1] - a[1]);
+  const shown = entries.slice(0, limit).map(([name, calls]) => `${name}:${calls}`);
+  if (entries.length > limit) shown.push('…');
+  return shown.join(' ');
+}
+
+/** redis-server's CPU time (user + system) in seconds, from INFO cpu. */
+export async function redisCpuSeconds(admin: Redis): Promise<number> {
+  const info = await admin.info('cpu');
+  const read = (name: string): number =>
+    Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+  return read('used_cpu_user') + read('used_cpu_sys');
+}
+
+/** Joins sample arrays. */
+export function concat(parts: readonly Float64Array[]): Float64Array {
+  const out = new Float64Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
+/** Machine, runtime and Redis facts for the head of RESULTS.md. */
+export async function environment(client: Redis): Promise<string> {
+  const info = await client.info('server');
+  const redisVersion = /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown';
+  const cpu = cpus();
+  return table(
+    ['fact', 'value'],
+    [
+      ['CPUs', `${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown'}`],
+      [
+        'load average at start (1/5/15 min)',
+        loadavg()
+          .map((l) => l.toFixed(2))
+          .join(' / '),
+      ],
+      ['Node', process.version],
+      ['Redis', redisVersion],
+      ['platform', `${process.platform} ${process.arch}`],
+    ],
+  );
+}
+
+/** Collects markdown for RESULTS.md, printing each piece as it comes. */
+export class Report {
+  private readonly parts: string[] = [];
+
+  add(markdown: string): void {
+    this.parts.push(markdown);
+    process.stdout.write(`${markdown}\n`);
+  }
+
+  /** A line only for the terminal (progress), not for RESULTS.md. */
+  progress(text: string): void {
+    process.stderr.write(`  … ${text}\n`);
+  }
+
+  toString(): string {
+    return this.parts.join('\n');
+  }
+}
+
+/** A target line for the summary: what, the measured figure, met or not. */
+export interface TargetResult {
+  readonly target: string;
+  readonly measured: string;
+  readonly met: boolean | undefined;
+}
+
+export const targets: TargetResult[] = [];
+
+export function target(name: string, measured: string, met: boolean | undefined): void {
+  targets.push({ target: name, measured, met });
+}
+
+export function metText(met: boolean | undefined): string {
+  if (met === undefined) return NOT_AVAILABLE;
+  return met ? 'met' : 'NOT met';
+}

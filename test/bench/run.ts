@@ -1,0 +1,85 @@
+import { writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { startRedis } from '../support/redis-server.js';
+import {
+  environment,
+  metText,
+  Report,
+  table,
+  targets,
+  type BenchContext,
+  type BenchSection,
+} from './harness.js';
+import { lockSection } from './lock.bench.js';
+import { memorySection } from './memory.bench.js';
+
+const SECTIONS: readonly BenchSection[] = [lockSection, memorySection];
+
+// Compiled to .build/test/bench/run.js; RESULTS.md lives next to the sources.
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    only: { type: 'string' },
+    out: { type: 'string' },
+  },
+});
+const quick = values.quick ?? false;
+const only = values.only?.split(',');
+// A quick run is a smoke test; it must not overwrite the committed full results.
+const out = resolve(
+  repoRoot,
+  values.out ?? (quick ? '.build/bench-results.quick.md' : 'test/bench/RESULTS.md'),
+);
+
+async function main(): Promise<number> {
+  const started = Date.now();
+  const redis = await startRedis();
+  const report = new Report();
+  const admin = redis.client();
+  let failed = 0;
+  try {
+    report.add(
+      `# nestjs-buffer-lock benchmarks\n\n` +
+        `\`npm run bench${quick ? ' -- --quick' : ''}\` on ${new Date().toISOString()}` +
+        `${quick ? ' (quick mode: small counts, a smoke test, not figures to quote)' : ''}.\n\n` +
+        (await environment(admin)),
+    );
+    for (const section of SECTIONS) {
+      if (only && !only.includes(section.id)) continue;
+      const context: BenchContext = { quick, redis, report };
+      try {
+        await section.run(context);
+      } catch (error) {
+        failed++;
+        const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
+        report.add(`## ${section.title}\n\nFAILED:\n\n\`\`\`\n${text}\n\`\`\`\n`);
+      }
+    }
+    report.add(
+      `## Targets\n\n` +
+        table(
+          ['target', 'measured', 'result'],
+          targets.map((t) => [t.target, t.measured, metText(t.met)]),
+        ) +
+        `\nTotal run time ${((Date.now() - started) / 1000).toFixed(0)} s.\n`,
+    );
+  } finally {
+    admin.disconnect();
+    await redis.stop();
+  }
+  writeFileSync(out, report.toString());
+  process.stderr.write(`\nwrote ${out}\n`);
+  return failed ? 1 : 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
