@@ -15,6 +15,7 @@ import {
 import { parseSeconds, toMilliseconds } from './options/seconds.js';
 import { acquireLock } from './redis/acquire-lock.js';
 import { extendLock } from './redis/extend-lock.js';
+import { acquireFencedLock } from './redis/fencing.js';
 import { releaseLock } from './redis/release-lock.js';
 
 /**
@@ -30,6 +31,8 @@ import { releaseLock } from './redis/release-lock.js';
 export interface LockGuard {
   readonly key: string;
   readonly token: string;
+  /** With `fencing: true` only: this holder's fencing number, larger than every earlier one. */
+  readonly fence?: number;
 }
 
 /**
@@ -177,11 +180,17 @@ export class RedisLockService {
     let answer: unknown;
     try {
       const client = this.client ?? (await this.connect());
-      answer = await acquireLock(client, guard.key, guard.token, toMilliseconds(seconds));
+      const take = this.options.fencing ? acquireFencedLock : acquireLock;
+      answer = await take(client, guard.key, guard.token, toMilliseconds(seconds));
     } catch (error) {
       return [undefined, this.failure('redis_lock_failed', error)];
     }
     if (answer === undefined || answer === null) return [undefined, this.error('redis_no_result')];
+    if (this.options.fencing) {
+      return Number(answer) > 0
+        ? [{ ...guard, fence: Number(answer) }, undefined]
+        : [undefined, undefined];
+    }
     return Number(answer) === 1 ? [guard, undefined] : [undefined, undefined];
   }
 

@@ -16,6 +16,7 @@ export const ENGLISH_MESSAGES = {
   redis_namespace_invalid: 'cache_lock namespace must be a non-empty string',
   redis_ttl_invalid: 'cache_lock ttl must be a positive number of seconds',
   redis_messages_invalid: 'cache_lock messages must be an object of texts keyed by message id',
+  redis_fencing_invalid: 'cache_lock fencing must be true or false',
   // acquire() — returned as LockError
   lock_key_undefined: 'cache key is not defined',
   lock_key_invalid: 'cache key must be a string',

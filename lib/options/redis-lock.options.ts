@@ -51,6 +51,11 @@ export interface RedisLockOptions {
   ttl?: number;
   /** Message overrides by message id. Any characters, emoji included. */
   messages?: MessageCatalog;
+  /**
+   * Beyond the spec: number every acquire of a key with a fencing token (`guard.fence`, strictly
+   * increasing per key, from a counter in the lock's hash slot). Default `false`.
+   */
+  fencing?: boolean;
 }
 
 /**
@@ -61,7 +66,7 @@ export interface RedisLockOptions {
  * LOCK_DEFAULTS.ttl; // 60
  * ```
  */
-export const LOCK_DEFAULTS = Object.freeze({ namespace: 'buffer:lock:', ttl: 60 });
+export const LOCK_DEFAULTS = Object.freeze({ namespace: 'buffer:lock:', ttl: 60, fencing: false });
 
 const isClient = (value: unknown): value is RedisScriptClient =>
   typeof value === 'object' &&
@@ -94,6 +99,9 @@ export class RedisLockOptionsDto {
 
   @Rule('isMessageCatalog', 'redis_messages_invalid', isMessageCatalog)
   messages?: MessageCatalog;
+
+  @Rule('isBoolean', 'redis_fencing_invalid', (v) => typeof v === 'boolean')
+  fencing!: boolean;
 }
 
 /**
@@ -127,6 +135,7 @@ export function resolveLockOptions(
     namespace: dto.namespace,
     ttl: parseSeconds(dto.ttl)!,
     messages: dto.messages,
+    fencing: dto.fencing,
   };
 }
 
