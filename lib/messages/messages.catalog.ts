@@ -28,6 +28,27 @@ export const ENGLISH_MESSAGES = {
   redis_unlock_failed: 'Redis unlock failed: ERROR',
   // extend() — returned as LockError
   redis_extend_failed: 'Redis lock extend failed: ERROR',
+  // BufferLockModule options — thrown together as one BufferLockConfigError at bootstrap
+  module_redis_invalid:
+    'cache_lock redis must be a client with an eval() method, a function returning one, a redis:// URL or an ioredis options object',
+  lock_timeout_invalid: 'cache_lock lockTimeout must be a positive number of seconds',
+  lock_timeout_not_below_ttl: 'cache_lock lockTimeout must be shorter than ttl',
+  on_busy_invalid: "cache_lock onBusy must be 'wait', 'skip' or 'throw'",
+  locale_invalid: 'cache_lock locale must be a non-empty string',
+  catalogs_invalid: 'cache_lock catalogs must be an object of message catalogs keyed by locale',
+  logger_invalid: 'cache_lock logger must have log(), warn() and error() methods',
+  log_interval_invalid: 'cache_lock logInterval must be a positive number of seconds',
+  // @SingleFlight — thrown when the class is defined or when the method is called
+  single_flight_key_invalid:
+    '@SingleFlight key must be a non-empty string or a function that returns the cache key',
+  single_flight_not_method: '@SingleFlight can only decorate a method',
+  single_flight_no_module:
+    'CLASS.METHOD uses @SingleFlight, but BufferLockModule is not visible to its module: import BufferLockModule.forRoot() there, or register it with isGlobal: true',
+  lock_busy: 'This entry is being built by another worker; try again shortly',
+  // @SingleFlight — log lines
+  lock_fail_open: 'ERROR; running KEY without a cross-worker lock',
+  lock_wait_timeout: 'Waited SECONDS s for the lock on KEY; running without it',
+  log_suppressed: 'LINE (COUNT more like this in the last SECONDS s)',
   // share: true — the leader's result shared through Redis
   shared_result_unserializable:
     'The result for KEY cannot be shared between workers: WHAT at PATH cannot be serialized. Return plain data, pass a serializer, or set share: false',

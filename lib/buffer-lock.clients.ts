@@ -1,0 +1,74 @@
+import { Injectable } from '@nestjs/common';
+import { Redis } from 'ioredis';
+import type { RedisConnection } from './options/buffer-lock.options.js';
+import type { RedisClientFactory, RedisScriptClient } from './options/redis-lock.options.js';
+
+interface Closable {
+  quit?: () => Promise<unknown>;
+  disconnect?: () => void;
+}
+
+/** How long a polite QUIT may take at shutdown before the connection is simply dropped. */
+const QUIT_TIMEOUT_MS = 1000;
+
+/**
+ * The Redis clients one `BufferLockModule` made itself: from a factory, a URL or ioredis options.
+ * They are quit at application shutdown. A client object the user passed in is never tracked, so
+ * it is left alone.
+ */
+@Injectable()
+export class BufferLockClients {
+  private readonly made = new Set<RedisScriptClient>();
+
+  /** `connection` as the lock service takes it: a client as is, anything else a tracked factory. */
+  factoryFor(connection: RedisConnection): RedisScriptClient | RedisClientFactory {
+    if (typeof connection === 'function') return this.tracked(connection);
+    if (typeof connection === 'string' || !isClient(connection)) {
+      return this.tracked(() => {
+        const client = new Redis(connection as string);
+        // Failures reach callers through rejected commands (and the engine's log); without a
+        // listener ioredis would also print every reconnect error to stderr.
+        client.on('error', () => {});
+        return client;
+      });
+    }
+    return connection;
+  }
+
+  /** Quits every client made so far; one that does not answer in time is disconnected. */
+  async closeAll(): Promise<void> {
+    const clients = [...this.made];
+    this.made.clear();
+    await Promise.all(clients.map((client) => close(client as Closable)));
+  }
+
+  private tracked(factory: RedisClientFactory): RedisClientFactory {
+    return async () => {
+      const client = await factory();
+      if (client) this.made.add(client);
+      return client;
+    };
+  }
+}
+
+const isClient = (value: unknown): value is RedisScriptClient =>
+  typeof value === 'object' &&
+  value !== null &&
+  typeof (value as Partial<RedisScriptClient>).eval === 'function';
+
+async function close(client: Closable): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    if (typeof client.quit === 'function') {
+      await Promise.race([
+        client.quit(),
+        new Promise((resolve) => (timer = setTimeout(resolve, QUIT_TIMEOUT_MS))),
+      ]);
+    }
+  } catch {
+    // a client that cannot say goodbye is dropped below
+  } finally {
+    clearTimeout(timer);
+    if (typeof client.disconnect === 'function') client.disconnect();
+  }
+}

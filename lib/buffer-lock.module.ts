@@ -1,0 +1,102 @@
+import { Module, type OnApplicationShutdown, type Provider } from '@nestjs/common';
+import { BufferLockClients } from './buffer-lock.clients.js';
+import { BUFFER_LOCK_OPTIONS, BUFFER_LOCK_WAIT_STRATEGY } from './buffer-lock.constants.js';
+import {
+  BUFFER_LOCK_MODULE_OPTIONS,
+  BufferLockConfigurableModule,
+} from './buffer-lock.module-definition.js';
+import { BufferLockMessages } from './messages/buffer-lock-messages.js';
+import {
+  messageSettingsOf,
+  resolveBufferLockOptions,
+  type BufferLockOptions,
+  type ResolvedBufferLockOptions,
+} from './options/buffer-lock.options.js';
+import { RedisLockService } from './redis-lock.service.js';
+import { PollingWaitStrategy } from './single-flight/polling-wait.strategy.js';
+import { SingleFlightEngine } from './single-flight/single-flight.engine.js';
+import type { WaitStrategy } from './single-flight/wait-strategy.js';
+
+const providers: Provider[] = [
+  BufferLockClients,
+  {
+    provide: BufferLockMessages,
+    useFactory: (raw: BufferLockOptions) => new BufferLockMessages(messageSettingsOf(raw)),
+    inject: [BUFFER_LOCK_MODULE_OPTIONS],
+  },
+  {
+    // The one place options are validated: at bootstrap, for forRoot and every forRootAsync style.
+    provide: BUFFER_LOCK_OPTIONS,
+    useFactory: (
+      raw: BufferLockOptions,
+      messages: BufferLockMessages,
+      clients: BufferLockClients,
+    ): ResolvedBufferLockOptions => {
+      const options = resolveBufferLockOptions(raw, messages);
+      return Object.freeze({ ...options, redis: clients.factoryFor(options.redis) });
+    },
+    inject: [BUFFER_LOCK_MODULE_OPTIONS, BufferLockMessages, BufferLockClients],
+  },
+  RedisLockService,
+  { provide: BUFFER_LOCK_WAIT_STRATEGY, useFactory: () => new PollingWaitStrategy() },
+  {
+    provide: SingleFlightEngine,
+    useFactory: (
+      lock: RedisLockService,
+      options: ResolvedBufferLockOptions,
+      messages: BufferLockMessages,
+      waitStrategy: WaitStrategy,
+    ) =>
+      new SingleFlightEngine({
+        lock,
+        waitStrategy,
+        messages,
+        logger: options.logger,
+        logInterval: options.logInterval,
+        defaults: { ttl: options.ttl, lockTimeout: options.lockTimeout, onBusy: options.onBusy },
+      }),
+    inject: [RedisLockService, BUFFER_LOCK_OPTIONS, BufferLockMessages, BUFFER_LOCK_WAIT_STRATEGY],
+  },
+];
+
+/**
+ * Redis locks and `@SingleFlight` for a Nest app. Provides and exports `RedisLockService`,
+ * `SingleFlightEngine`, `BufferLockMessages` and the validated options (`BUFFER_LOCK_OPTIONS`).
+ * Options are validated once, at bootstrap; a bad config stops the app with one
+ * `BufferLockConfigError` listing every violation. At shutdown the module quits the Redis clients
+ * it made itself (from a factory, URL or ioredis options) and leaves a client object you passed in
+ * alone.
+ *
+ * @example
+ * ```ts
+ * @Module({
+ *   imports: [
+ *     BufferLockModule.forRootAsync({
+ *       isGlobal: true,
+ *       inject: [ConfigService],
+ *       useFactory: (config: ConfigService) => ({
+ *         redis: config.get('REDIS_URL', 'redis://127.0.0.1:6379'),
+ *         ttl: config.get('LOCK_TTL', 60),
+ *       }),
+ *     }),
+ *   ],
+ * })
+ * export class AppModule {}
+ * ```
+ */
+@Module({
+  providers,
+  exports: [BUFFER_LOCK_OPTIONS, BufferLockMessages, RedisLockService, SingleFlightEngine],
+})
+export class BufferLockModule
+  extends BufferLockConfigurableModule
+  implements OnApplicationShutdown
+{
+  constructor(private readonly clients: BufferLockClients) {
+    super();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.clients.closeAll();
+  }
+}

@@ -1,0 +1,13 @@
+import { Inject } from '@nestjs/common';
+import { BUFFER_LOCK_OPTIONS } from '../buffer-lock.constants.js';
+
+/**
+ * Injects the validated options of `BufferLockModule` (`ResolvedBufferLockOptions`).
+ *
+ * @example
+ * ```ts
+ * constructor(@InjectBufferLockOptions() private readonly options: ResolvedBufferLockOptions) {}
+ * ```
+ */
+export const InjectBufferLockOptions = (): PropertyDecorator & ParameterDecorator =>
+  Inject(BUFFER_LOCK_OPTIONS);

@@ -1,0 +1,58 @@
+import type { LoggerService } from '@nestjs/common';
+import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import type { MessageId } from '../messages/messages.catalog.js';
+
+interface Window {
+  since: number;
+  suppressed: number;
+}
+
+/**
+ * Writes at most one line per message id per `interval` to a logger, so that an outage does not
+ * flood the log. Lines dropped in between are counted and the count is added to the next line
+ * with that id (catalog id `log_suppressed`).
+ *
+ * @example
+ * ```ts
+ * const log = new ThrottledLog(new Logger('BufferLock'), messages, 10_000);
+ * log.error('lock_fail_open', text);
+ * ```
+ */
+export class ThrottledLog {
+  private readonly windows = new Map<MessageId, Window>();
+
+  constructor(
+    private readonly logger: LoggerService,
+    private readonly messages: BufferLockMessages,
+    /** Milliseconds between two lines with the same id. */
+    private readonly interval: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  error(id: MessageId, line: string): void {
+    const text = this.admit(id, line);
+    if (text !== undefined) this.logger.error(text);
+  }
+
+  warn(id: MessageId, line: string): void {
+    const text = this.admit(id, line);
+    if (text !== undefined) this.logger.warn(text);
+  }
+
+  /** The line to write now, or undefined when it is to be counted instead. */
+  private admit(id: MessageId, line: string): string | undefined {
+    const now = this.now();
+    const window = this.windows.get(id);
+    if (window && now - window.since < this.interval) {
+      window.suppressed++;
+      return undefined;
+    }
+    this.windows.set(id, { since: now, suppressed: 0 });
+    if (!window || window.suppressed === 0) return line;
+    return this.messages.render('log_suppressed', {
+      LINE: line,
+      COUNT: window.suppressed,
+      SECONDS: Math.round((now - window.since) / 1000),
+    });
+  }
+}
