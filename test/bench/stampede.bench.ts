@@ -1,0 +1,253 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import {
+  commandDelta,
+  commandStats,
+  describeCommands,
+  fmt,
+  fmtInt,
+  interleave,
+  median,
+  sleep,
+  summarize,
+  table,
+  target,
+  type BenchContext,
+  type BenchSection,
+} from './harness.js';
+import { STAMPEDE_STRATEGIES, type FromWorker, type WorkerRound } from './stampede.protocol.js';
+
+const WORKERS = 4;
+const CALLERS = 250;
+const BUILD_MS = 200;
+/** After the last caller is served: time for releases, unsubscribes and late pollers to land. */
+const SETTLE_MS = 300;
+
+interface Worker {
+  readonly process: ChildProcess;
+  next(): Promise<FromWorker>;
+}
+
+function startWorker(port: number): Worker {
+  const child = fork(fileURLToPath(new URL('./stampede.worker.js', import.meta.url)), [], {
+    env: {
+      ...process.env,
+      BENCH_REDIS_PORT: String(port),
+      BENCH_CALLERS: String(CALLERS),
+      BENCH_BUILD_MS: String(BUILD_MS),
+    },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const queue: FromWorker[] = [];
+  const waiting: { resolve(m: FromWorker): void; reject(e: Error): void }[] = [];
+  let failure: Error | undefined;
+  child.on('message', (message: FromWorker) => {
+    const waiter = waiting.shift();
+    if (waiter) waiter.resolve(message);
+    else queue.push(message);
+  });
+  child.on('exit', (code) => {
+    failure = new Error(`stampede worker exited with ${code}`);
+    for (const waiter of waiting.splice(0)) waiter.reject(failure);
+  });
+  return {
+    process: child,
+    next: () =>
+      new Promise<FromWorker>((resolve, reject) => {
+        const queued = queue.shift();
+        if (queued) resolve(queued);
+        else if (failure) reject(failure);
+        else waiting.push({ resolve, reject });
+      }),
+  };
+}
+
+async function expect<T extends FromWorker['type']>(
+  worker: Worker,
+  type: T,
+): Promise<Extract<FromWorker, { type: T }>> {
+  const message = await worker.next();
+  if (message.type !== type) throw new Error(`expected ${type} from a worker, got ${message.type}`);
+  return message as Extract<FromWorker, { type: T }>;
+}
+
+interface RoundSummary {
+  readonly builds: number;
+  readonly commands: number;
+  readonly commandText: string;
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
+  readonly lastAfterBuild: number;
+  readonly errors: number;
+  readonly firstError?: string;
+}
+
+function summarizeRound(
+  results: readonly WorkerRound[],
+  commands: number,
+  text: string,
+): RoundSummary {
+  const latencies = summarize(results.flatMap((r) => r.latencies));
+  const buildEnds = results.flatMap((r) => r.buildEnds);
+  const lastServed = Math.max(...results.map((r) => r.lastServed));
+  return {
+    builds: results.reduce((n, r) => n + r.builds, 0),
+    commands,
+    commandText: text,
+    p50: latencies.p50,
+    p99: latencies.p99,
+    max: latencies.max,
+    lastAfterBuild: buildEnds.length ? lastServed - Math.max(...buildEnds) : Number.NaN,
+    errors: results.reduce((n, r) => n + r.errors, 0),
+    firstError: results.find((r) => r.firstError)?.firstError,
+  };
+}
+
+export const stampedeSection: BenchSection = {
+  id: 'stampede',
+  title: '2. Stampede',
+  async run({ quick, redis, report }: BenchContext) {
+    const rounds = quick ? 1 : 5;
+    report.progress(`stampede: starting ${WORKERS} workers`);
+    const workers = Array.from({ length: WORKERS }, () => startWorker(redis.port));
+    const admin = redis.client();
+    try {
+      const ready = await Promise.all(workers.map((w) => expect(w, 'ready')));
+      const unavailable = ready[0]!.unavailable;
+      const strategies = STAMPEDE_STRATEGIES.filter((s) => !unavailable[s]);
+      const results = new Map<string, RoundSummary[]>(strategies.map((s) => [s, []]));
+      let serial = 0;
+      await interleave(
+        strategies,
+        rounds,
+        quick ? 0 : 1,
+        async (strategy, round) => {
+          report.progress(`stampede: ${strategy}, round ${round}`);
+          const key = `stampede:${serial++}:${Date.now()}`;
+          const before = await commandStats(admin);
+          for (const w of workers) w.process.send({ type: 'go', strategy, key });
+          const done = await Promise.all(workers.map((w) => expect(w, 'done')));
+          await sleep(SETTLE_MS);
+          const delta = commandDelta(before, await commandStats(admin));
+          return summarizeRound(
+            done.map((d) => d.result),
+            delta.total,
+            describeCommands(delta.byCommand),
+          );
+        },
+        (strategy, summary) => results.get(strategy)!.push(summary),
+      );
+
+      const rows = STAMPEDE_STRATEGIES.map((strategy) => {
+        const mine = results.get(strategy);
+        if (!mine) return [strategy, unavailable[strategy] ?? '', '', '', '', '', '', '', ''];
+        const m = (pick: (r: RoundSummary) => number): number => median(mine.map(pick));
+        const errors = mine.reduce((n, r) => n + r.errors, 0);
+        return [
+          strategy,
+          `${fmt(
+            m((r) => r.builds),
+            0,
+          )} (max ${Math.max(...mine.map((r) => r.builds))})`,
+          fmtInt(m((r) => r.commands)),
+          fmt(m((r) => r.commands) / WORKERS, 1),
+          mine[mine.length - 1]!.commandText,
+          fmt(
+            m((r) => r.p50),
+            1,
+          ),
+          fmt(
+            m((r) => r.p99),
+            1,
+          ),
+          fmt(
+            m((r) => r.max),
+            1,
+          ),
+          `${fmt(
+            m((r) => r.lastAfterBuild),
+            1,
+          )}${errors ? ` (${errors} errors: ${mine.find((r) => r.firstError)?.firstError})` : ''}`,
+        ];
+      });
+      report.add(
+        `## 2. Stampede\n\n` +
+          `${WORKERS} worker processes × ${CALLERS} concurrent callers ask for one cold key; the ` +
+          `build takes ${BUILD_MS} ms and caches its value in Redis. ${rounds} round(s) per ` +
+          `strategy, interleaved; medians over rounds. Commands: every command the Redis server ` +
+          `ran from the go signal until ${SETTLE_MS} ms after the last caller was served ` +
+          `(\`INFO commandstats\` deltas), including cache GET/SET; "busiest" is from the last round. ` +
+          `Latency is per caller from the go signal. "last served" is ms from the end of the last ` +
+          `build to the last caller's answer. The @SingleFlight rows run a Nest application ` +
+          `context per worker with \`BufferLockModule.forRoot({ redis: url, ttl: 10, ` +
+          `lockTimeout: 5 })\` on a method that does the build-then-cache; the lock peers wrap the ` +
+          `same code in a cache check, their lock with default retry settings, and a second check. ` +
+          `murlock has no defaults; it runs with \`wait: 100, maxAttempts: 10\`.\n\n` +
+          table(
+            [
+              'strategy',
+              'builds',
+              'Redis cmds',
+              'cmds/process',
+              'busiest commands',
+              'p50 ms',
+              'p99 ms',
+              'max ms',
+              'last served after build, ms',
+            ],
+            rows,
+          ),
+      );
+      const share = results.get('@SingleFlight share');
+      if (!share) {
+        for (const name of [
+          '1 build',
+          '≤ 10 Redis commands per process',
+          'p99 ≤ build + 15 ms',
+          'last caller ≤ 10 ms after build end',
+        ]) {
+          target(`stampede share: ${name}`, unavailable['@SingleFlight share'] ?? '', undefined);
+        }
+      } else {
+        const maxBuilds = Math.max(...share.map((r) => r.builds));
+        const perProcess = median(share.map((r) => r.commands)) / WORKERS;
+        const p99 = median(share.map((r) => r.p99));
+        const last = median(share.map((r) => r.lastAfterBuild));
+        target(
+          'stampede share: exactly 1 build (every round)',
+          `max ${maxBuilds}`,
+          maxBuilds === 1 && share.every((r) => r.builds === 1),
+        );
+        target(
+          'stampede share: ≤ 10 Redis commands per process',
+          fmt(perProcess, 1),
+          perProcess <= 10,
+        );
+        target(
+          `stampede share: p99 ≤ build + 15 ms (${BUILD_MS + 15} ms)`,
+          `${fmt(p99, 1)} ms`,
+          p99 <= BUILD_MS + 15,
+        );
+        target(
+          'stampede share: last caller ≤ 10 ms after build end',
+          `${fmt(last, 1)} ms`,
+          last <= 10,
+        );
+      }
+    } finally {
+      for (const w of workers) if (w.process.connected) w.process.send({ type: 'exit' });
+      await Promise.all(
+        workers.map((w) =>
+          w.process.exitCode !== null
+            ? undefined
+            : new Promise((r) => {
+                const timer = setTimeout(() => w.process.kill('SIGKILL'), 5000);
+                w.process.once('exit', () => r(clearTimeout(timer)));
+              }),
+        ),
+      );
+      admin.disconnect();
+    }
+  },
+};
