@@ -150,6 +150,47 @@ export function commandDelta(
   return { total, byCommand };
 }
 
+/** Commands seen by MONITOR: sent by clients, and run inside Lua scripts. */
+export interface MonitoredCommands {
+  readonly fromClients: number;
+  readonly inScripts: number;
+  readonly byCommand: ReadonlyMap<string, number>;
+}
+
+/**
+ * Counts, with MONITOR, the commands Redis runs while `during` runs. Unlike commandstats, MONITOR
+ * tells a client's command (a round trip) from one a Lua script ran. MONITOR slows Redis down, so
+ * this is a separate pass, never one whose latency is reported.
+ */
+export async function monitorCommands(
+  redis: RedisServer,
+  during: () => Promise<void>,
+): Promise<MonitoredCommands> {
+  const fenceClient = redis.client();
+  await fenceClient.ping();
+  const monitor = await fenceClient.monitor();
+  const fence = `bench-fence-${Date.now()}`;
+  const byCommand = new Map<string, number>();
+  let fromClients = 0;
+  let inScripts = 0;
+  let fenced: (() => void) | undefined;
+  const seenFence = new Promise<void>((r) => (fenced = r));
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    const name = String(args[0]).toLowerCase();
+    if (name === 'echo' && args[1] === fence) return fenced?.();
+    if (source === 'lua') inScripts++;
+    else fromClients++;
+    byCommand.set(name, (byCommand.get(name) ?? 0) + 1);
+  });
+  await during();
+  // Everything sent before the fence has been shown by MONITOR once the fence shows up.
+  await fenceClient.echo(fence);
+  await seenFence;
+  monitor.disconnect();
+  fenceClient.disconnect();
+  return { fromClients, inScripts, byCommand };
+}
+
 /** `get:4 evalsha:2`, busiest first. */
 export function describeCommands(byCommand: ReadonlyMap<string, number>, limit = 4): string {
   const entries = [...byCommand].toSorted((a, b) => b[1] - a[1]);

@@ -165,8 +165,8 @@ export const lockSection: BenchSection = {
       { name: 'c=1, one hot key', concurrency: 1, hot: true },
       { name: 'c=64, one hot key', concurrency: 64, hot: true },
     ];
-    const rounds = quick ? 2 : 7;
-    const durationMs = quick ? 150 : 1000;
+    const rounds = quick ? 1 : 7;
+    const durationMs = quick ? 100 : 1000;
     report.add(
       `## 1. Lock micro-benchmark\n\n` +
         `Acquire+release pairs on one ioredis connection; each loop starts its next pair when the ` +
