@@ -14,9 +14,15 @@ import {
 } from './harness.js';
 import { lockSection } from './lock.bench.js';
 import { memorySection } from './memory.bench.js';
+import { overheadSection } from './overhead.bench.js';
 import { stampedeSection } from './stampede.bench.js';
 
-const SECTIONS: readonly BenchSection[] = [lockSection, stampedeSection, memorySection];
+const SECTIONS: readonly BenchSection[] = [
+  lockSection,
+  stampedeSection,
+  overheadSection,
+  memorySection,
+];
 
 // Compiled to .build/test/bench/run.js; RESULTS.md lives next to the sources.
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
