@@ -1,0 +1,26 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { SampleConfig } from '../config.js';
+import { ReportCache, type Report } from './report-cache.js';
+
+/** The expensive part: builds a report (an artificial delay) and caches it for every worker. */
+@Injectable()
+export class ReportBuilder {
+  constructor(
+    @Inject(SampleConfig) private readonly config: SampleConfig,
+    @Inject(ReportCache) private readonly cache: ReportCache,
+  ) {}
+
+  async buildAndCache(id: string): Promise<Report> {
+    await this.cache.countBuild(id);
+    await sleep(this.config.buildMs);
+    const report: Report = {
+      id,
+      rows: Array.from({ length: 5 }, (_, i) => i * id.length),
+      builtBy: process.pid,
+      builtAt: new Date().toISOString(),
+    };
+    await this.cache.set(report);
+    return report;
+  }
+}
