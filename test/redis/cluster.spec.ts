@@ -23,9 +23,9 @@ const CACHE_KEYS = Array.from({ length: 30 }, (_, i) => `report:${i}`);
 
 /** The port of the master that serves `key`'s slot, from CLUSTER SLOTS. */
 async function ownerPort(key: string): Promise<number> {
-  const ranges = (await cluster.node(0).cluster('SLOTS')) as [number, number, [string, number]][];
+  const ranges = await cluster.node(0).cluster('SLOTS');
   const slot = keySlot(key);
-  return ranges.find(([from, to]) => slot >= from && slot <= to)![2][1];
+  return ranges.find(([from, to]) => slot >= from && slot <= to)![2]![1];
 }
 
 async function mastersOf(keys: readonly string[]): Promise<Set<number>> {
