@@ -14,6 +14,7 @@ import {
 } from './harness.js';
 import { lockSection } from './lock.bench.js';
 import { memorySection } from './memory.bench.js';
+import { outageSection } from './outage.bench.js';
 import { overheadSection } from './overhead.bench.js';
 import { stampedeSection } from './stampede.bench.js';
 
@@ -21,6 +22,7 @@ const SECTIONS: readonly BenchSection[] = [
   lockSection,
   stampedeSection,
   overheadSection,
+  outageSection,
   memorySection,
 ];
 

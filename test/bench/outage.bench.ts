@@ -1,0 +1,208 @@
+import 'reflect-metadata';
+import { Injectable, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { startRedis } from '../support/redis-server.js';
+import { decorate, singleFlightApi } from './features.js';
+import {
+  fmt,
+  NOT_AVAILABLE,
+  sleep,
+  summarize,
+  table,
+  target,
+  type BenchContext,
+  type BenchSection,
+} from './harness.js';
+
+/** The first object among the library's exports that carries a numeric `commandTimeout`. */
+function findCommandTimeout(lib: Readonly<Record<string, unknown>>): number | undefined {
+  for (const value of Object.values(lib)) {
+    if (typeof value !== 'object' || value === null) continue;
+    try {
+      const timeout = (value as { commandTimeout?: unknown }).commandTimeout;
+      if (typeof timeout === 'number') return timeout;
+    } catch {
+      // Nest's ConfigurableModuleBuilder type tokens throw when read as values.
+    }
+  }
+  return undefined;
+}
+
+/** Whether the library has a circuit breaker the module uses. */
+function hasBreaker(lib: Readonly<Record<string, unknown>>): boolean {
+  return typeof lib['CircuitBreaker'] === 'function' || 'CIRCUIT_BREAKER_DEFAULTS' in lib;
+}
+
+interface Sample {
+  readonly start: number;
+  readonly ms: number;
+}
+
+const LOOPS = 4;
+const CALL_LIMIT_MS = 5_000;
+
+export const outageSection: BenchSection = {
+  id: 'outage',
+  title: '4. Outage',
+  async run({ quick, report }: BenchContext) {
+    const api = await singleFlightApi();
+    const commandTimeout = api ? findCommandTimeout(api.lib) : undefined;
+    if (!api || !hasBreaker(api.lib) || commandTimeout === undefined) {
+      const missing = !api
+        ? 'no @SingleFlight'
+        : !hasBreaker(api.lib)
+          ? 'no circuit breaker export'
+          : 'no client defaults with commandTimeout';
+      report.add(`## 4. Outage\n\n${NOT_AVAILABLE} (${missing}; issue 4).\n`);
+      for (const name of ['p99 before the breaker opens', 'p99 after the breaker opens']) {
+        target(`outage: ${name}`, NOT_AVAILABLE, undefined);
+      }
+      return;
+    }
+    // Its own server: this section freezes it.
+    const redis = await startRedis();
+    const probe = redis.client();
+    let checkLock = false;
+    let lockSeen = false;
+    try {
+      let lockKeyOf: ((key: string) => string) | undefined;
+      class Calls {
+        async call(key: string): Promise<void> {
+          // Only after SIGCONT: was this call run under the lock?
+          if (checkLock && lockKeyOf && (await probe.exists(lockKeyOf(key))) === 1) lockSeen = true;
+        }
+      }
+      Injectable()(Calls);
+      decorate(
+        Calls.prototype,
+        'call',
+        api.SingleFlight((key: string) => key),
+      );
+      // oxlint-disable-next-line typescript/no-extraneous-class -- a Nest module class is empty
+      const OutageApp = class {};
+      Module({
+        imports: [
+          api.BufferLockModule.forRoot({
+            redis: redis.url,
+            namespace: 'bench:outage:',
+            ttl: 10,
+            lockTimeout: 5,
+          }),
+        ],
+        providers: [Calls],
+      })(OutageApp);
+      const app = await NestFactory.createApplicationContext(OutageApp, { logger: false });
+      const calls = app.get(Calls);
+      const lockService = app.get(
+        api.lib['RedisLockService'] as new () => { redisKey(k: string): string },
+      );
+      lockKeyOf = (key) => lockService.redisKey(key);
+
+      let serial = 0;
+      // A call that never returns (no command timeout) counts as CALL_LIMIT_MS and is left behind.
+      const timed = async (): Promise<Sample> => {
+        const start = performance.now();
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          calls.call(`outage:${serial++}`),
+          new Promise((r) => (timer = setTimeout(r, CALL_LIMIT_MS))),
+        ]);
+        clearTimeout(timer);
+        return { start, ms: performance.now() - start };
+      };
+      const healthy: Sample[] = [];
+      for (let i = 0; i < (quick ? 200 : 2000); i++) healthy.push(await timed());
+
+      report.progress('outage: SIGSTOP');
+      redis.pause();
+      const paused: Sample[] = [];
+      const pausedAt = performance.now();
+      let fastInARow = 0;
+      const wanted = quick ? 200 : 2000;
+      // LOOPS callers at a time, until `wanted` calls in a row came back fast (breaker open), or
+      // 20 s (no breaker).
+      await Promise.all(
+        Array.from({ length: LOOPS }, async () => {
+          while (fastInARow < wanted && performance.now() - pausedAt < 20_000) {
+            const sample = await timed();
+            paused.push(sample);
+            fastInARow = sample.ms < 5 ? fastInARow + 1 : 0;
+          }
+        }),
+      );
+      // Calls that started before the last slow one ended ran before the breaker opened.
+      const lastSlow = paused
+        .filter((s) => s.ms >= 5)
+        .reduce((t, s) => Math.max(t, s.start + s.ms), 0);
+      const before = paused.filter((s) => s.start < lastSlow);
+      const after = paused.filter((s) => s.start >= lastSlow);
+
+      report.progress('outage: SIGCONT');
+      redis.resume();
+      const resumedAt = performance.now();
+      checkLock = true;
+      let recoveredMs = Number.NaN;
+      while (performance.now() - resumedAt < 60_000) {
+        await timed();
+        if (lockSeen) {
+          recoveredMs = performance.now() - resumedAt;
+          break;
+        }
+        await sleep(5);
+      }
+      await app.close();
+
+      const b = summarize(before.map((s) => s.ms));
+      const a = summarize(after.map((s) => s.ms));
+      const h = summarize(healthy.map((s) => s.ms));
+      const breakerAfter = lastSlow ? lastSlow - pausedAt : Number.NaN;
+      report.add(
+        `## 4. Outage\n\n` +
+          `A Nest application context with \`BufferLockModule.forRoot({ redis: url })\` (the ` +
+          `module's own client, so its fail-fast defaults apply: commandTimeout ${commandTimeout} ms) ` +
+          `calls a \`@SingleFlight\` method on distinct keys, ${LOOPS} callers at a time. The ` +
+          `section's own redis-server is frozen with SIGSTOP, then resumed with SIGCONT.\n\n` +
+          table(
+            ['phase', 'calls', 'p50 ms', 'p99 ms', 'max ms'],
+            [
+              ['Redis healthy', String(h.count), fmt(h.p50, 3), fmt(h.p99, 3), fmt(h.max, 1)],
+              [
+                'paused, before the breaker opened',
+                String(b.count),
+                fmt(b.p50, 1),
+                fmt(b.p99, 1),
+                fmt(b.max, 1),
+              ],
+              [
+                'paused, breaker open',
+                String(a.count),
+                fmt(a.p50, 3),
+                fmt(a.p99, 3),
+                fmt(a.max, 3),
+              ],
+            ],
+          ) +
+          `\nThe breaker opened ${fmt(breakerAfter, 0)} ms after SIGSTOP. After SIGCONT, calls ` +
+          `used the lock again after **${fmt(recoveredMs, 0)} ms**.\n`,
+      );
+      target(
+        `outage: p99 before the breaker opens ≤ commandTimeout + 20 ms (${commandTimeout + 20} ms)`,
+        `${fmt(b.p99, 1)} ms`,
+        b.count > 0 && b.p99 <= commandTimeout + 20,
+      );
+      target(
+        'outage: p99 after the breaker opens ≤ 1 ms',
+        `${fmt(a.p99, 3)} ms`,
+        a.count > 0 && a.p99 <= 1,
+      );
+      target(
+        'outage: calls use the lock again after SIGCONT',
+        `${fmt(recoveredMs, 0)} ms`,
+        Number.isFinite(recoveredMs),
+      );
+    } finally {
+      redis.resume();
+      await redis.stop();
+    }
+  },
+};
