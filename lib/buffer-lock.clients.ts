@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { Redis } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
 import type { RedisConnection } from './options/buffer-lock.options.js';
 import type { RedisClientFactory, RedisScriptClient } from './options/redis-lock.options.js';
+import { connectFailFast } from './redis/client-defaults.js';
 
 interface Closable {
   quit?: () => Promise<unknown>;
@@ -12,9 +13,17 @@ interface Closable {
 const QUIT_TIMEOUT_MS = 1000;
 
 /**
- * The Redis clients one `BufferLockModule` made itself: from a factory, a URL or ioredis options.
+ * The Redis clients one `BufferLockModule` made itself: from a factory, or from a URL or ioredis
+ * options (then with `FAIL_FAST_CLIENT_DEFAULTS`).
  * They are quit at application shutdown. A client object the user passed in is never tracked, so
  * it is left alone.
+ *
+ * @example
+ * ```ts
+ * const clients = new BufferLockClients();
+ * new RedisLockService({ redis: clients.factoryFor('redis://127.0.0.1:6379') });
+ * await clients.closeAll(); // at shutdown
+ * ```
  */
 @Injectable()
 export class BufferLockClients {
@@ -24,13 +33,8 @@ export class BufferLockClients {
   factoryFor(connection: RedisConnection): RedisScriptClient | RedisClientFactory {
     if (typeof connection === 'function') return this.tracked(connection);
     if (typeof connection === 'string' || !isClient(connection)) {
-      return this.tracked(() => {
-        const client = new Redis(connection as string);
-        // Failures reach callers through rejected commands (and the engine's log); without a
-        // listener ioredis would also print every reconnect error to stderr.
-        client.on('error', () => {});
-        return client;
-      });
+      // Built here, so with the fail-fast settings; a failed connect is retried on the next call.
+      return this.tracked(() => connectFailFast(connection as string | RedisOptions));
     }
     return connection;
   }

@@ -130,7 +130,7 @@ const isPlainObject = (value: unknown): value is Record<string, unknown> =>
   [Object.prototype, null].includes(Object.getPrototypeOf(value));
 
 /** True for the URL forms ioredis reads: redis://, rediss://, or a Unix socket path. */
-export const isRedisUrl = (value: unknown): value is string =>
+const isRedisUrl = (value: unknown): value is string =>
   typeof value === 'string' && /^(rediss?:\/\/|\/)/.test(value);
 
 const isRedisConnection = (value: unknown): boolean =>
@@ -159,7 +159,15 @@ const isShorterThanTtl = (value: unknown, args?: { object: object }): boolean =>
   return lockTimeout === undefined || ttl === undefined || lockTimeout < ttl;
 };
 
-/** The class-validator DTO for {@link BufferLockOptions}: the lock's rules plus the module's. */
+/**
+ * The class-validator DTO for {@link BufferLockOptions}: the lock's rules plus the module's. Each
+ * rule reports one catalog id; `resolveBufferLockOptions` runs them all.
+ *
+ * @example
+ * ```ts
+ * validateOptions(BufferLockOptionsDto, input, BUFFER_LOCK_DEFAULTS, messages);
+ * ```
+ */
 export class BufferLockOptionsDto extends RedisLockOptionsDto {
   // The DTO's field type stays the base's; the rule also admits URLs and ioredis options.
   @Rule('isRedisConnection', 'module_redis_invalid', isRedisConnection)
@@ -259,7 +267,14 @@ const optional =
   (value: unknown): boolean =>
     value === undefined || test(value);
 
-/** The class-validator DTO for {@link SingleFlightOptions}; `lockTimeout < ttl` when both given. */
+/**
+ * The class-validator DTO for {@link SingleFlightOptions}; `lockTimeout < ttl` when both given.
+ *
+ * @example
+ * ```ts
+ * validateOptions(SingleFlightOptionsDto, { ttl: 30 }, {}, messages);
+ * ```
+ */
 export class SingleFlightOptionsDto {
   @Rule('isPositiveSeconds', 'redis_ttl_invalid', optional((v) => parseSeconds(v) !== undefined))
   ttl?: number;
