@@ -57,3 +57,51 @@ export {
   type LockGuard,
   type ReleaseResult,
 } from './redis-lock.service.js';
+export {
+  CLUSTER_SLOTS,
+  derivedKey,
+  fenceKey,
+  hashTag,
+  keySlot,
+  releaseChannel,
+  resultKey,
+  type LockKeyRole,
+} from './redis/keys.js';
+export { WAKE_MESSAGE } from './redis/release-lock.js';
+export { connectFailFast, FAIL_FAST_CLIENT_DEFAULTS } from './redis/client-defaults.js';
+export {
+  findUnserializable,
+  JSON_RESULT_SERIALIZER,
+  SharedResultStore,
+  UnserializableValueError,
+  type ResultSerializer,
+  type SharedRead,
+  type SharedResultOptions,
+  type StoreResult,
+  type Unserializable,
+} from './redis/shared-result.js';
+export {
+  CIRCUIT_BREAKER_DEFAULTS,
+  CircuitBreaker,
+  type CircuitBreakerOptions,
+  type CircuitState,
+} from './single-flight/circuit-breaker.js';
+export {
+  PubSubWaitStrategy,
+  type PubSubWaitOptions,
+} from './single-flight/pubsub-wait.strategy.js';
+export {
+  ReleaseSubscriber,
+  releaseSubscriberFor,
+  type DuplicableClient,
+  type Listening,
+  type ReleaseSubscriberOptions,
+  type SubscriberConnection,
+} from './single-flight/release-subscriber.js';
+export {
+  LockWatchdog,
+  type LockExtender,
+  type LockLostEvent,
+  type LockLostReason,
+  type WatchdogOptions,
+} from './single-flight/watchdog.js';

@@ -19,10 +19,24 @@
  * or the lock key), so two lock keys never share a derived key.
  */
 
-/** What a derived key is for; also its suffix. */
+/**
+ * What a derived key is for; also its suffix.
+ *
+ * @example
+ * ```ts
+ * const role: LockKeyRole = 'result';
+ * ```
+ */
 export type LockKeyRole = 'result' | 'fence' | 'release';
 
-/** Number of hash slots in a Redis Cluster. */
+/**
+ * Number of hash slots in a Redis Cluster.
+ *
+ * @example
+ * ```ts
+ * keySlot('any key') < CLUSTER_SLOTS; // true
+ * ```
+ */
 export const CLUSTER_SLOTS = 16384;
 
 const CRC16_TABLE: readonly number[] = (() => {
@@ -43,7 +57,15 @@ function crc16(bytes: Uint8Array): number {
   return crc;
 }
 
-/** The hash tag of `key` (without braces), or `undefined` when Redis hashes the whole key. */
+/**
+ * The hash tag of `key` (without braces), or `undefined` when Redis hashes the whole key.
+ *
+ * @example
+ * ```ts
+ * hashTag('{shop}9a03'); // 'shop'
+ * hashTag('foo{}{bar}'); // undefined: the first tag is empty
+ * ```
+ */
 export function hashTag(key: string): string | undefined {
   const open = key.indexOf('{');
   if (open < 0) return undefined;

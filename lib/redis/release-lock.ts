@@ -5,6 +5,11 @@ import { luaScript, runScript } from './lua-script.js';
 /**
  * What a release publishes on the lock's release channel. Waiters only need to know that the
  * lock became free, not by whom.
+ *
+ * @example
+ * ```ts
+ * sub.on('smessage', (channel, message) => message === WAKE_MESSAGE && tryAgain());
+ * ```
  */
 export const WAKE_MESSAGE = 'released';
 
