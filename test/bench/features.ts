@@ -1,5 +1,8 @@
-import type { DynamicModule } from '@nestjs/common';
-import type { BenchContext } from './harness.js';
+import 'reflect-metadata';
+import { Injectable, Module, type DynamicModule } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import type { Redis } from 'ioredis';
+import { commandDelta, commandStats, sleep, table, type BenchContext } from './harness.js';
 
 /**
  * Features that other issues are still building are looked up at run time, by export name, so
@@ -80,12 +83,121 @@ export interface SubscriberProbe {
   readonly backToBaseline: boolean;
 }
 
-/** Runs `waits` waits through the wake-on-release engine, if the library has one. */
+const IDLE_WAIT_MS = 2_500;
+const BATCH = 100;
+
+/** Listeners on every event of an emitter. */
+const listenerTotal = (emitter: Redis): number =>
+  emitter.eventNames().reduce((n, name) => n + emitter.listenerCount(name), 0);
+
+/**
+ * Makes `waits` `@SingleFlight` calls wait for a holder (a lock taken with `RedisLockService`,
+ * released once the call is waiting), through `BufferLockModule` with a client object whose
+ * `duplicate()` is watched, so the subscriber connections the library makes can be counted.
+ * Undefined when the library has no `@SingleFlight`, or waits without a subscriber (polling).
+ */
 export async function waitSubscriberProbe(
-  _context: BenchContext,
-  _waits: number,
+  context: BenchContext,
+  waits: number,
 ): Promise<SubscriberProbe | undefined> {
-  const lib = await libExports();
-  if (typeof lib['SingleFlight'] !== 'function') return undefined;
-  return undefined;
+  const api = await singleFlightApi();
+  if (!api) return undefined;
+  const { redis } = context;
+  const admin = redis.client();
+  const client = redis.client();
+  await client.ping();
+  const duplicates: Redis[] = [];
+  const duplicate = client.duplicate.bind(client);
+  client.duplicate = (...args: Parameters<Redis['duplicate']>): Redis => {
+    const copy = duplicate(...args);
+    duplicates.push(copy);
+    return copy;
+  };
+  class Waiter {
+    run(key: string): string {
+      return key;
+    }
+  }
+  Injectable()(Waiter);
+  decorate(
+    Waiter.prototype,
+    'run',
+    api.SingleFlight((key: string) => key),
+  );
+  // oxlint-disable-next-line typescript/no-extraneous-class -- a Nest module class is empty
+  const ProbeApp = class {};
+  Module({
+    imports: [
+      api.BufferLockModule.forRoot({
+        redis: client,
+        namespace: 'bench:waits:',
+        ttl: 10,
+        lockTimeout: 5,
+      }),
+    ],
+    providers: [Waiter],
+  })(ProbeApp);
+  const app = await NestFactory.createApplicationContext(ProbeApp, { logger: false });
+  try {
+    const waiter = app.get(Waiter);
+    type Guard = { key: string; token: string };
+    const lock = app.get(
+      api.lib['RedisLockService'] as new () => {
+        acquire(key: string): Promise<readonly [Guard | undefined, unknown]>;
+        release(guard: Guard): Promise<unknown>;
+      },
+    );
+    const clientsBefore = await connectionCount(admin);
+    const listenersBefore = listenerTotal(client);
+    const before = await commandStats(admin);
+    for (let done = 0; done < waits; done += BATCH) {
+      const keys = Array.from({ length: Math.min(BATCH, waits - done) }, (_, i) => `w:${done + i}`);
+      const guards = await Promise.all(keys.map(async (key) => (await lock.acquire(key))[0]!));
+      const calls = keys.map((key) => waiter.run(key));
+      await sleep(20); // every call has found the lock busy and is waiting
+      await Promise.all(guards.map((guard) => lock.release(guard)));
+      await Promise.all(calls);
+    }
+    const subscribes = commandDelta(before, await commandStats(admin)).byCommand;
+    const subscribed = (subscribes.get('ssubscribe') ?? 0) + (subscribes.get('subscribe') ?? 0);
+    if (duplicates.length === 0 && subscribed === 0) return undefined;
+    const duringConnections = duplicates.filter((d) => d.status !== 'end').length;
+    await sleep(IDLE_WAIT_MS);
+    const open = duplicates.filter((d) => d.status !== 'end' && d.status !== 'close');
+    const subscriberListeners = open.reduce((n, d) => n + listenerTotal(d), 0);
+    const clientsAfter = await connectionCount(admin);
+    const listenersAfter = listenerTotal(client);
+    const backToBaseline =
+      open.length === 0 && clientsAfter === clientsBefore && listenersAfter === listenersBefore;
+    return {
+      waits,
+      backToBaseline,
+      summary:
+        `subscriber connections made ${duplicates.length}, open after ${IDLE_WAIT_MS} ms idle ` +
+        `${open.length}; server connections ${clientsBefore} → ${clientsAfter}; client listeners ` +
+        `${listenersBefore} → ${listenersAfter}`,
+      table: table(
+        ['', 'value'],
+        [
+          ['(S)SUBSCRIBE commands during the waits', String(subscribed)],
+          ['subscriber connections made (client.duplicate calls)', String(duplicates.length)],
+          ['subscriber connections open right after the last wait', String(duringConnections)],
+          [`subscriber connections open ${IDLE_WAIT_MS} ms later`, String(open.length)],
+          ['listeners on open subscriber connections', String(subscriberListeners)],
+          ['Redis server connections: before → after', `${clientsBefore} → ${clientsAfter}`],
+          ['listeners on the client: before → after', `${listenersBefore} → ${listenersAfter}`],
+        ],
+      ),
+    };
+  } finally {
+    await app.close();
+    client.disconnect();
+    admin.disconnect();
+  }
+}
+
+/** Connections the Redis server has open (CLIENT LIST lines), the asking one included. */
+async function connectionCount(admin: Redis): Promise<number> {
+  const list = (await admin.client('LIST')) as string;
+  return list.split('\n').filter((line) => line.trim() !== '').length;
 }
