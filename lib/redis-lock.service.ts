@@ -239,6 +239,20 @@ export class RedisLockService {
   }
 
   /**
+   * The client the lock uses, made by the factory on first use (the same single instance). Beyond
+   * the spec: the wake-on-release subscriber duplicates it and reads lock PTTLs through it. Rejects
+   * with a `LockError` (`redis_no_client`, or the factory's own error) when there is none.
+   */
+  async getClient(): Promise<RedisScriptClient> {
+    try {
+      return this.client ?? (await this.connect());
+    } catch (error) {
+      if (error instanceof NoClient) throw this.error('redis_no_client');
+      throw error;
+    }
+  }
+
+  /**
    * The Redis key for a cache key: the namespace, then the hex MD5 of the key's UTF-8 bytes.
    * Override it to add a Redis Cluster hash tag.
    */

@@ -1,7 +1,12 @@
 import type { RedisScriptClient } from '../options/redis-lock.options.js';
 import { releaseChannel } from '../redis/keys.js';
 import { lockPttl } from '../redis/lock-pttl.js';
-import type { ReleaseSubscriber } from './release-subscriber.js';
+import {
+  releaseSubscriberFor,
+  type DuplicableClient,
+  type Listening,
+  type ReleaseSubscriber,
+} from './release-subscriber.js';
 import type { WaitStrategy } from './wait-strategy.js';
 
 /**
@@ -9,14 +14,17 @@ import type { WaitStrategy } from './wait-strategy.js';
  *
  * @example
  * ```ts
- * const options: PubSubWaitOptions = { client, subscriber: releaseSubscriberFor(client) };
+ * const options: PubSubWaitOptions = { client: () => lockService.getClient() };
  * ```
  */
 export interface PubSubWaitOptions {
-  /** The client the lock lives on; asked for the lock's PTTL. */
-  client: RedisScriptClient;
-  /** The process's shared release subscriber. */
-  subscriber: ReleaseSubscriber;
+  /**
+   * The client the lock lives on (asked for the lock's PTTL), or a function that resolves it, such
+   * as `() => lockService.getClient()` for a client the service makes lazily.
+   */
+  client: RedisScriptClient | (() => Promise<RedisScriptClient>);
+  /** Default: the process's one subscriber for that client, `releaseSubscriberFor(client)`. */
+  subscriber?: ReleaseSubscriber;
   /** Backstop when the PTTL cannot be read (Redis trouble, or a key without expiry). Default 1000 ms. */
   fallbackPollMs?: number;
   /** Added to the PTTL backstop, so the waiter wakes just after Redis expired the key. Default 5 ms. */
@@ -29,7 +37,8 @@ const DEFAULTS = { fallbackPollMs: 1000, expiryMarginMs: 5 } as const;
  * Waits for a busy lock by listening for its release (SSUBSCRIBE on the lock's release channel,
  * one shared connection per process) instead of polling. Order of a wait:
  *
- * 1. listen on the release channel and wait until Redis confirms the subscription;
+ * 1. listen on the release channel and wait until Redis confirms the subscription (a client that
+ *    cannot be had or cannot subscribe skips to the backstop);
  * 2. read the lock's PTTL: gone already (released between the failed acquire and the subscribe)
  *    resolves at once; otherwise a backstop timer is set to fire when the lock expires;
  * 3. resolve on the first of: the release message, the backstop, the deadline, the abort signal.
@@ -39,7 +48,7 @@ const DEFAULTS = { fallbackPollMs: 1000, expiryMarginMs: 5 } as const;
  *
  * @example
  * ```ts
- * const strategy = new PubSubWaitStrategy({ client, subscriber: releaseSubscriberFor(client) });
+ * const strategy = new PubSubWaitStrategy({ client: () => lock.getClient() });
  * await strategy.waitForRelease(lock.redisKey('report'), Date.now() + 10_000);
  * ```
  */
@@ -62,7 +71,6 @@ export class PubSubWaitStrategy implements WaitStrategy {
         resolve();
       };
     });
-    const listening = this.options.subscriber.listen(releaseChannel(redisKey), wake);
     const timers: NodeJS.Timeout[] = [];
     const at = (ms: number): void => {
       timers.push(setTimeout(wake, Math.max(0, ms)));
@@ -70,10 +78,18 @@ export class PubSubWaitStrategy implements WaitStrategy {
     const onAbort = (): void => wake();
     signal?.addEventListener('abort', onAbort, { once: true });
     at(deadline - Date.now());
+    let listening: Listening | undefined;
     try {
-      await Promise.race([listening.ready, woken]);
+      const client = await Promise.race([this.resolveClient(), woken.then(() => undefined)]);
       if (woke) return;
-      const remaining = await Promise.race([this.pttl(redisKey), woken.then(() => undefined)]);
+      if (client) {
+        listening = this.subscriberFor(client).listen(releaseChannel(redisKey), wake);
+        await Promise.race([listening.ready, woken]);
+        if (woke) return;
+      }
+      const remaining = client
+        ? await Promise.race([this.pttl(client, redisKey), woken.then(() => undefined)])
+        : -1;
       if (woke || remaining === -2) return;
       at(
         remaining !== undefined && remaining >= 0
@@ -84,14 +100,28 @@ export class PubSubWaitStrategy implements WaitStrategy {
     } finally {
       for (const timer of timers) clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
-      listening.close();
+      listening?.close();
     }
   }
 
-  /** The PTTL, or -1 (use the fallback poll) when Redis could not be asked. */
-  private async pttl(redisKey: string): Promise<number> {
+  /** The client, or `undefined` (then the fallback poll) when it cannot be had. */
+  private async resolveClient(): Promise<RedisScriptClient | undefined> {
+    const { client } = this.options;
     try {
-      return await lockPttl(this.options.client, redisKey);
+      return typeof client === 'function' ? await client() : client;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private subscriberFor(client: RedisScriptClient): ReleaseSubscriber {
+    return this.options.subscriber ?? releaseSubscriberFor(client as unknown as DuplicableClient);
+  }
+
+  /** The PTTL, or -1 (use the fallback poll) when Redis could not be asked. */
+  private async pttl(client: RedisScriptClient, redisKey: string): Promise<number> {
+    try {
+      return await lockPttl(client, redisKey);
     } catch {
       return -1;
     }

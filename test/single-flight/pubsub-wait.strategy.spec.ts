@@ -133,3 +133,51 @@ describe('pub/sub wait: Redis trouble → polling backstop, never a rejection', 
     ).resolves.toBeUndefined();
   });
 });
+
+describe('pub/sub wait: the client the lock service makes lazily', () => {
+  it('works with () => lock.getClient() and the process’s default subscriber', async () => {
+    let made = 0;
+    const lock = new RedisLockService({
+      redis: () => (made++, server.client()),
+      namespace: 'pw:lazy:',
+    });
+    const strategy = new PubSubWaitStrategy({ client: () => lock.getClient() });
+    const [guard] = await lock.acquire('k', LONG);
+    const waiting = strategy.waitForRelease(guard!.key, Date.now() + LONG * 1000);
+    await subscribers(guard!.key, 1);
+    await lock.release(guard!);
+    await waiting;
+    expect(made).toBe(1); // the strategy used the service's one client, not a new one
+    const { releaseSubscriberFor } = await import('../../lib/single-flight/release-subscriber.js');
+    expect(releaseSubscriberFor(await lock.getClient()).connectionCount).toBe(1);
+    releaseSubscriberFor(await lock.getClient()).close();
+  });
+
+  it('getClient() rejects with redis_no_client when the factory gives none; the wait still resolves', async () => {
+    const lock = new RedisLockService({ redis: () => undefined, namespace: 'pw:none:' });
+    await expect(lock.getClient()).rejects.toMatchObject({ code: 'redis_no_client' });
+    const strategy = new PubSubWaitStrategy({ client: () => lock.getClient(), fallbackPollMs: 20 });
+    await expect(
+      strategy.waitForRelease('pw:none:k', Date.now() + LONG * 1000),
+    ).resolves.toBeUndefined();
+  });
+
+  it('a client without duplicate() cannot subscribe, and the PTTL backstop still wakes the waiter', async () => {
+    const real = server.client();
+    const evalOnly = {
+      eval: (...args: Parameters<typeof real.eval>) => real.eval(...args),
+    };
+    const errors: Error[] = [];
+    const strategy = new PubSubWaitStrategy({
+      client: evalOnly,
+      subscriber: new ReleaseSubscriber(evalOnly as never, {
+        idleMs: 0,
+        onError: (e) => errors.push(e),
+      }),
+    });
+    await real.set('pw:nodup:k', 'tok', 'PX', 200);
+    await strategy.waitForRelease('pw:nodup:k', Date.now() + LONG * 1000);
+    expect(await real.exists('pw:nodup:k')).toBe(0);
+    expect(errors).toHaveLength(1);
+  });
+});
