@@ -343,6 +343,19 @@ describe('the client: made lazily, once per process, quit at shutdown only if th
     expect(await named('bl-url')()).toBe(false);
   });
 
+  it('reports an unreachable URL as the lock error of the spec, not a crash or a hang', async () => {
+    const other = await startRedis();
+    const url = other.url;
+    await other.stop(); // nothing listens on that port now
+    const ref = await compile([BufferLockModule.forRoot({ redis: url })]);
+    const lock = ref.get(RedisLockService);
+    const [guard, error] = await lock.acquire('unreachable');
+    expect(guard).toBeUndefined();
+    expect(error?.code).toBe('redis_lock_failed');
+    expect(error?.message).toMatch(/^Redis lock failed: /);
+    await ref.close();
+  });
+
   it('leaves alone a client object the user passed in', async () => {
     const mine = server.client({ connectionName: 'bl-users-own' });
     const ref = await compile([BufferLockModule.forRoot({ redis: mine })]);
