@@ -2,7 +2,6 @@ import type { Redis } from 'ioredis';
 import { firstValueFrom, isObservable, Subject, toArray, type Observable } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  ENGLISH_MESSAGES,
   LockBusyError,
   RedisLockService,
   SingleFlightEngine,
