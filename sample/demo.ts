@@ -103,21 +103,21 @@ async function primary(): Promise<void> {
   const workers = Number(values.workers);
   const requests = Number(values.requests);
   const { url: redisUrl, note, throwaway } = await redis();
-  const port = 20_000 + Math.floor(Math.random() * 20_000);
-  const env = { REDIS_URL: redisUrl, PORT: String(port), BUILD_MS: values['build-ms'], QUIET: '1' };
+  // Port 0: the primary picks a free port once and every worker shares it.
+  const env = { REDIS_URL: redisUrl, PORT: '0', BUILD_MS: values['build-ms'], QUIET: '1' };
   const forked: Worker[] = [];
   try {
-    await Promise.all(
+    const ports = await Promise.all(
       Array.from({ length: workers }, () => {
         const worker = cluster.fork(env);
         forked.push(worker);
-        return new Promise<void>((resolve, reject) => {
-          worker.once('listening', () => resolve());
+        return new Promise<number>((resolve, reject) => {
+          worker.once('listening', (address) => resolve(address.port));
           worker.once('exit', (code) => reject(new Error(`worker exited with ${code}`)));
         });
       }),
     );
-    const base = `http://127.0.0.1:${port}`;
+    const base = `http://127.0.0.1:${ports[0]}`;
     const run = `${Date.now().toString(36)}-${process.pid}`; // a cold key for every run
     const rounds = [
       await round('with @SingleFlight', base, requests, `locked-${run}`, ''),

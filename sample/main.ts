@@ -13,9 +13,9 @@ export async function bootstrap(port?: number): Promise<INestApplication> {
   app.enableShutdownHooks();
   const config = app.get(SampleConfig);
   await app.listen(port ?? config.port, '127.0.0.1');
-  new Logger('Sample').log(
-    `listening on ${await app.getUrl()}, Redis at ${redactUrl(config.redisUrl)}`,
-  );
+  const url = await app.getUrl();
+  new Logger('Sample').log(`listening on ${url}, Redis at ${redactUrl(config.redisUrl)}`);
+  process.send?.({ listening: url }); // for a parent process that started it with PORT=0
   return app;
 }
 

@@ -16,19 +16,22 @@ const WORKERS = 3;
 const BUILD_MS = 1000;
 
 let server: RedisServer;
-const workers: { process: ChildProcess; port: number }[] = [];
+const workers: { process: ChildProcess; url: string }[] = [];
 
-async function answering(port: number): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/reports/probe/builds`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`worker on port ${port} did not start`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+/** Starts one worker on a free port (PORT=0); resolves once it reports where it listens. */
+async function startWorker(redisUrl: string): Promise<{ process: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, ['.build/sample/main.js'], {
+    cwd: root,
+    env: { ...process.env, REDIS_URL: redisUrl, PORT: '0', BUILD_MS: String(BUILD_MS), QUIET: '1' },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
+  const listening = once(child, 'message') as Promise<[{ listening: string }]>;
+  const exited = once(child, 'exit').then(([code]) => {
+    throw new Error(`worker exited with ${String(code)} before listening`);
+  });
+  exited.catch(() => {}); // an exit only matters while waiting; later ones are the shutdown
+  const [message] = await Promise.race([listening, exited]);
+  return { process: child, url: message.listening };
 }
 
 beforeAll(async () => {
@@ -39,23 +42,7 @@ beforeAll(async () => {
   });
   if (build.status !== 0) throw new Error(`tsc -p sample/tsconfig.json failed:\n${build.stdout}`);
   server = await startRedis();
-  const base = 30_000 + Math.floor(Math.random() * 20_000);
-  for (let i = 0; i < WORKERS; i++) {
-    const port = base + i;
-    const child = spawn(process.execPath, ['.build/sample/main.js'], {
-      cwd: root,
-      env: {
-        ...process.env,
-        REDIS_URL: server.url,
-        PORT: String(port),
-        BUILD_MS: String(BUILD_MS),
-        QUIET: '1',
-      },
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
-    workers.push({ process: child, port });
-  }
-  await Promise.all(workers.map((worker) => answering(worker.port)));
+  for (let i = 0; i < WORKERS; i++) workers.push(await startWorker(server.url));
 }, 180_000);
 
 afterAll(async () => {
@@ -73,15 +60,13 @@ afterAll(async () => {
 /** `count` concurrent GETs of `path`, spread round-robin over the workers. */
 function stampede(count: number, path: string): Promise<Response[]> {
   return Promise.all(
-    Array.from({ length: count }, (_, i) =>
-      fetch(`http://127.0.0.1:${workers[i % WORKERS]!.port}${path}`),
-    ),
+    Array.from({ length: count }, (_, i) => fetch(`${workers[i % WORKERS]!.url}${path}`)),
   );
 }
 
 const buildsOf = async (id: string): Promise<number> =>
   (
-    (await (await fetch(`http://127.0.0.1:${workers[0]!.port}/reports/${id}/builds`)).json()) as {
+    (await (await fetch(`${workers[0]!.url}/reports/${id}/builds`)).json()) as {
       builds: number;
     }
   ).builds;
