@@ -12,7 +12,9 @@
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { PollingWaitStrategy } from '../../lib/single-flight/polling-wait.strategy.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
+import type { WaitStrategy } from '../../lib/single-flight/wait-strategy.js';
 import { ReleaseSubscriber } from '../../lib/single-flight/release-subscriber.js';
 import { startRedis } from '../support/redis-server.js';
 
@@ -61,6 +63,41 @@ async function latency(url: string, waiters: number): Promise<{ median: number; 
   }
   subscriber.close();
   for (const c of [holderClient, waiterClient, admin]) c.disconnect();
+  return { median: pct(samples, 50), p99: pct(samples, 99) };
+}
+
+/**
+ * Release → the waiter holds the lock: the waiter loops "acquire, busy, wait" as the engine does,
+ * with either strategy; the holder releases after a random 5-25 ms hold.
+ */
+async function handover(
+  url: string,
+  strategy: (client: Redis) => WaitStrategy,
+): Promise<{ median: number; p99: number }> {
+  const holderClient = new Redis(url);
+  const waiterClient = new Redis(url);
+  const ns = `measure:h:${process.pid}:`;
+  const holder = new RedisLockService({ redis: holderClient, namespace: ns });
+  const waiter = new RedisLockService({ redis: waiterClient, namespace: ns });
+  const wait = strategy(waiterClient);
+  const samples: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const [held] = await holder.acquire('k', 30);
+    const taking = (async () => {
+      for (;;) {
+        const [mine] = await waiter.acquire('k', 30);
+        if (mine) return mine;
+        await wait.waitForRelease(held!.key, Date.now() + 30_000);
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 5 + Math.random() * 20));
+    const t0 = now();
+    await holder.release(held!);
+    const mine = await taking;
+    samples.push(now() - t0);
+    await waiter.release(mine);
+  }
+  for (const c of [holderClient, waiterClient]) c.disconnect();
   return { median: pct(samples, 50), p99: pct(samples, 99) };
 }
 
@@ -127,6 +164,21 @@ async function main(): Promise<void> {
       `  ${n} waiter(s), last resolved: median ${median.toFixed(3)} ms, p99 ${p99.toFixed(3)} ms`,
     );
   }
+  console.log(`release → the waiter holds the lock, ${ROUNDS} rounds, ${url}`);
+  const subscribers: ReleaseSubscriber[] = [];
+  const pubsub = (c: Redis): WaitStrategy => {
+    const subscriber = new ReleaseSubscriber(c, { idleMs: 5000 });
+    subscribers.push(subscriber);
+    return new PubSubWaitStrategy({ client: c, subscriber });
+  };
+  for (const [name, make] of [
+    ['pub/sub', pubsub],
+    ['polling 50 ms', () => new PollingWaitStrategy()],
+  ] as const) {
+    const { median, p99 } = await handover(url, make);
+    console.log(`  ${name}: median ${median.toFixed(3)} ms, p99 ${p99.toFixed(3)} ms`);
+  }
+  for (const s of subscribers) s.close();
   console.log(
     'commands per wait cycle (holder acquire+release, waiter busy acquire, wait, acquire+release):',
   );
