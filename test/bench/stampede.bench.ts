@@ -31,13 +31,14 @@ interface Worker {
   next(): Promise<FromWorker>;
 }
 
-function startWorker(port: number, callers: number, buildMs: number): Worker {
+function startWorker(port: number, callers: number, buildMs: number, quick: boolean): Worker {
   const child = fork(fileURLToPath(new URL('./stampede.worker.js', import.meta.url)), [], {
     env: {
       ...process.env,
       BENCH_REDIS_PORT: String(port),
       BENCH_CALLERS: String(callers),
       BENCH_BUILD_MS: String(buildMs),
+      ...(quick ? { BENCH_QUICK: '1' } : {}),
     },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
@@ -115,7 +116,7 @@ export const stampedeSection: BenchSection = {
     const { callers, buildMs } = quick ? QUICK : FULL;
     report.progress(`stampede: starting ${WORKERS} workers`);
     const workers = Array.from({ length: WORKERS }, () =>
-      startWorker(redis.port, callers, buildMs),
+      startWorker(redis.port, callers, buildMs, quick),
     );
     const admin = redis.client();
     try {
@@ -211,7 +212,7 @@ export const stampedeSection: BenchSection = {
           `context per worker with \`BufferLockModule.forRoot({ redis: url, ttl: 10, ` +
           `lockTimeout: 5 })\` on a method that does the build-then-cache; the lock peers wrap the ` +
           `same code in a cache check, their lock with default retry settings, and a second check. ` +
-          `murlock has no defaults; it runs with \`wait: 100, maxAttempts: 10\`.\n\n` +
+          `murlock has no defaults; it runs with \`wait: 100, maxAttempts: 10\` (5 in quick mode).\n\n` +
           table(
             [
               'strategy',
