@@ -5,6 +5,7 @@ import type { LockError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { BUFFER_LOCK_DEFAULTS, type OnBusy } from '../options/buffer-lock.options.js';
 import type { LockGuard, RedisLockService } from '../redis-lock.service.js';
+import { LocalTurns } from './local-turns.js';
 import { PollingWaitStrategy } from './polling-wait.strategy.js';
 import { ThrottledLog } from './throttled-log.js';
 import type { WaitStrategy } from './wait-strategy.js';
@@ -100,6 +101,9 @@ export class SingleFlightEngine {
   protected readonly waitStrategy: WaitStrategy;
   protected readonly messages: BufferLockMessages;
   protected readonly log: ThrottledLog;
+  /** Waiting callers of one key take turns in this process; only the one in turn asks Redis. */
+  protected readonly turns = new LocalTurns();
+  private readonly passOn = new WeakMap<Admission, () => void>();
 
   constructor(options: SingleFlightEngineOptions) {
     this.lock = options.lock;
@@ -188,38 +192,56 @@ export class SingleFlightEngine {
   /**
    * Decides how a call may proceed: takes the lock, or (busy) waits, skips or throws
    * {@link LockBusyError} as `settings.onBusy` says. Redis trouble gives `'unlocked'` and a log
-   * line. Never rejects except with `LockBusyError`.
+   * line. Never rejects except with `LockBusyError`. `'wait'` callers of one key in this process
+   * first take turns among themselves, so only one of them at a time asks Redis.
    */
   async admit(cacheKey: string, settings: SingleFlightSettings): Promise<Admission> {
-    const [guard, error] = await this.lock.acquire(cacheKey, settings.ttl);
-    if (guard) return { kind: 'locked', guard };
-    if (error) return this.failOpen(cacheKey, error);
-    switch (settings.onBusy) {
-      case 'skip':
-        return { kind: 'skipped' };
-      case 'throw':
-        throw new LockBusyError(this.messages.render('lock_busy'), cacheKey);
-      default:
-        return this.waitForTurn(cacheKey, settings);
+    if (settings.onBusy !== 'wait') return this.tryOnce(cacheKey, settings);
+    const deadline = Date.now() + settings.lockTimeout * 1000;
+    const passOn = await this.turns.take(this.lock.redisKey(cacheKey), deadline);
+    try {
+      const admission = await this.acquireOrWait(cacheKey, settings, deadline);
+      this.passOn.set(admission, passOn);
+      return admission;
+    } catch (error) {
+      passOn();
+      throw error;
     }
   }
 
-  /** Releases a held lock. A failed release is logged, never thrown: the TTL expires the lock. */
+  /**
+   * Releases a held lock, then lets the next local caller of the key go. A failed release is
+   * logged, never thrown: the TTL expires the lock.
+   */
   async leave(admission: Admission): Promise<void> {
-    if (admission.kind !== 'locked') return;
-    const [, error] = await this.lock.release(admission.guard);
-    if (error) this.log.warn(error.code, error.message);
+    try {
+      if (admission.kind !== 'locked') return;
+      const [, error] = await this.lock.release(admission.guard);
+      if (error) this.log.warn(error.code, error.message);
+    } finally {
+      this.passOn.get(admission)?.();
+      this.passOn.delete(admission);
+    }
   }
 
-  /** `'wait'`: try again each time the wait strategy says the holder may be done. */
-  protected async waitForTurn(
+  /** `'skip'` and `'throw'`: one try, no waiting. */
+  protected async tryOnce(cacheKey: string, settings: SingleFlightSettings): Promise<Admission> {
+    const [guard, error] = await this.lock.acquire(cacheKey, settings.ttl);
+    if (guard) return { kind: 'locked', guard };
+    if (error) return this.failOpen(cacheKey, error);
+    if (settings.onBusy === 'skip') return { kind: 'skipped' };
+    throw new LockBusyError(this.messages.render('lock_busy'), cacheKey);
+  }
+
+  /** `'wait'`: take the lock, or try again each time the wait strategy says it may be free. */
+  protected async acquireOrWait(
     cacheKey: string,
     settings: SingleFlightSettings,
+    deadline: number,
   ): Promise<Admission> {
     const redisKey = this.lock.redisKey(cacheKey);
-    const deadline = Date.now() + settings.lockTimeout * 1000;
-    for (;;) {
-      await this.waitStrategy.waitForRelease(redisKey, deadline);
+    for (let first = true; ; first = false) {
+      if (!first) await this.waitStrategy.waitForRelease(redisKey, deadline);
       const [guard, error] = await this.lock.acquire(cacheKey, settings.ttl);
       if (guard) return { kind: 'locked', guard };
       if (error) return this.failOpen(cacheKey, error);
