@@ -5,6 +5,7 @@ import {
   ENGLISH_MESSAGES,
   RedisLockService,
   type RedisLockOptions,
+  type RedisScriptClient,
 } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { commandStats, sleep } from './lock-helpers.js';
@@ -187,6 +188,24 @@ describe('new', () => {
       const lock = new RedisLockService({ redis: factory });
       expect(lock.redis).toBe(factory);
       expect(factory).not.toHaveBeenCalled();
+    });
+
+    it('an AUTOLOAD-style client (a Proxy dispatching every method name) is accepted and works', async () => {
+      const real = server.client();
+      const autoload = new Proxy(
+        {},
+        {
+          get:
+            (_, name) =>
+            (...args: (string | number)[]) =>
+              real.call(String(name), ...args),
+        },
+      ) as RedisScriptClient;
+      const lock = new RedisLockService({ redis: autoload, namespace: NS });
+      const [guard, error] = await lock.acquire('autoload');
+      expect(error).toBeUndefined();
+      expect(await admin.get(guard!.key)).toBe(guard!.token);
+      expect(await lock.release(guard!)).toEqual([true, undefined]);
     });
 
     it('any object with an eval() method is accepted (the AUTOLOAD rule, in TypeScript)', () => {
