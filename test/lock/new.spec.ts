@@ -142,6 +142,7 @@ describe('new', () => {
       ['Infinity', Infinity],
       ['-Infinity', -Infinity],
       ['1e21 (an exponent form when printed)', 1e21],
+      ['1e16 (too many milliseconds for PX)', 10_000_000_000_000_000],
       ["'1e3'", '1e3'],
       ["'abc'", 'abc'],
       ["''", ''],
