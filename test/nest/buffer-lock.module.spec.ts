@@ -9,6 +9,7 @@ import {
   type INestApplication,
 } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
+import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -38,6 +39,7 @@ beforeAll(async () => {
 afterAll(() => server.stop());
 
 const NS = 'test:module:';
+const md5 = (text: string): string => createHash('md5').update(text, 'utf8').digest('hex');
 const client = (): Redis => server.client();
 /** Whether a connection with this name is open on the test's server. */
 const named = (name: string) => async (): Promise<boolean> =>
@@ -412,6 +414,39 @@ describe('request-scoped safety', () => {
     expect(a!.body).toEqual([`${NS}app-a:`, `${NS}app-a:`, '1']);
     expect(b!.body).toEqual([`${NS}app-b:`, `${NS}app-b:`, '1']);
     for (const app of apps) await app.close();
+  });
+});
+
+describe('overrides: a RedisLockService subclass with a Redis Cluster hash tag', () => {
+  it('is used by the module, its engine and @SingleFlight', async () => {
+    @Injectable()
+    class ClusterLock extends RedisLockService {
+      protected override key(cacheKey: string): string {
+        return `{${this.namespace}}${super.key(cacheKey)}`;
+      }
+    }
+    @Injectable()
+    class Tagged {
+      constructor(readonly lock: RedisLockService) {}
+      @SingleFlight('tagged')
+      async keysNow(): Promise<string[]> {
+        return admin.keys(`{${NS}tag:}*`);
+      }
+    }
+    const ref = await compile(
+      [
+        BufferLockModule.forRoot({
+          redis: () => server.client(),
+          namespace: `${NS}tag:`,
+          overrides: [{ provide: RedisLockService, useClass: ClusterLock }],
+        }),
+      ],
+      [Tagged],
+    );
+    expect(ref.get(RedisLockService)).toBeInstanceOf(ClusterLock);
+    expect(ref.get(Tagged).lock).toBeInstanceOf(ClusterLock);
+    expect(await ref.get(Tagged).keysNow()).toEqual([`{${NS}tag:}${NS}tag:` + md5('tagged')]);
+    await ref.close();
   });
 });
 
