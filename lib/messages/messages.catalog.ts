@@ -28,6 +28,13 @@ export const ENGLISH_MESSAGES = {
   redis_unlock_failed: 'Redis unlock failed: ERROR',
   // extend() — returned as LockError
   redis_extend_failed: 'Redis lock extend failed: ERROR',
+  // share: true — the leader's result shared through Redis
+  shared_result_unserializable:
+    'The result for KEY cannot be shared between workers: WHAT at PATH cannot be serialized. Return plain data, pass a serializer, or set share: false',
+  shared_result_unreadable: 'The shared result for KEY could not be read: ERROR',
+  shared_result_failed: 'Redis shared result failed: ERROR',
+  // watchdog — log line when a held lock was found gone
+  lock_lost: 'The lock on KEY was lost (REASON); the work is no longer exclusive',
   // BufferLockModule options — thrown together as one BufferLockConfigError at bootstrap
   module_redis_invalid:
     'cache_lock redis must be a client with an eval() method, a function returning one, a redis:// URL or an ioredis options object',
@@ -49,13 +56,6 @@ export const ENGLISH_MESSAGES = {
   lock_fail_open: 'ERROR; running KEY without a cross-worker lock',
   lock_wait_timeout: 'Waited SECONDS s for the lock on KEY; running without it',
   log_suppressed: 'LINE (COUNT more like this in the last SECONDS s)',
-  // share: true — the leader's result shared through Redis
-  shared_result_unserializable:
-    'The result for KEY cannot be shared between workers: WHAT at PATH cannot be serialized. Return plain data, pass a serializer, or set share: false',
-  shared_result_unreadable: 'The shared result for KEY could not be read: ERROR',
-  shared_result_failed: 'Redis shared result failed: ERROR',
-  // watchdog — log line when a held lock was found gone
-  lock_lost: 'The lock on KEY was lost (REASON); the work is no longer exclusive',
 } as const;
 
 /**

@@ -20,16 +20,14 @@ describe('fencing: off by default', () => {
   });
 
   it('fencing must be a boolean', () => {
-    let thrown: unknown;
-    try {
+    const make = () =>
       new RedisLockService({ redis: server.client(), fencing: 'yes' as unknown as boolean });
-    } catch (error) {
-      thrown = error;
-    }
-    expect(thrown).toBeInstanceOf(BufferLockConfigError);
-    expect((thrown as BufferLockConfigError).code).toBe('redis_fencing_invalid');
-    expect((thrown as BufferLockConfigError).message).toBe(
-      'cache_lock fencing must be true or false',
+    expect(make).toThrow(BufferLockConfigError);
+    expect(make).toThrow(
+      expect.objectContaining({
+        code: 'redis_fencing_invalid',
+        message: 'cache_lock fencing must be true or false',
+      }),
     );
   });
 });

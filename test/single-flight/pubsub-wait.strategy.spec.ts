@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
 import { releaseChannel } from '../../lib/redis/keys.js';
 import { RedisLockService } from '../../lib/redis-lock.service.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
@@ -149,8 +150,9 @@ describe('pub/sub wait: the client the lock service makes lazily', () => {
     await waiting;
     expect(made).toBe(1); // the strategy used the service's one client, not a new one
     const { releaseSubscriberFor } = await import('../../lib/single-flight/release-subscriber.js');
-    expect(releaseSubscriberFor(await lock.getClient()).connectionCount).toBe(1);
-    releaseSubscriberFor(await lock.getClient()).close();
+    const client = (await lock.getClient()) as Redis;
+    expect(releaseSubscriberFor(client).connectionCount).toBe(1);
+    releaseSubscriberFor(client).close();
   });
 
   it('getClient() rejects with redis_no_client when the factory gives none; the wait still resolves', async () => {

@@ -111,7 +111,7 @@ export async function startRedis(extraArgs: readonly string[] = []): Promise<Red
       resume: () => void child.kill('SIGCONT'),
       async stop() {
         for (const client of clients) client.disconnect();
-        if (child.exitCode !== null) return;
+        if (child.exitCode !== null || child.signalCode !== null) return;
         child.kill('SIGCONT');
         const exited = new Promise((r) => child.once('exit', r));
         child.kill('SIGKILL');
