@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BufferLockConfigError } from '../../lib/errors/lock.error.js';
 import { fenceKey } from '../../lib/redis/keys.js';
 import { RedisLockService } from '../../lib/redis-lock.service.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -20,11 +19,11 @@ describe('fencing: off by default', () => {
   });
 
   it('fencing must be a boolean', () => {
-    const make = () =>
-      new RedisLockService({ redis: server.client(), fencing: 'yes' as unknown as boolean });
-    expect(make).toThrow(BufferLockConfigError);
-    expect(make).toThrow(
+    expect(
+      () => new RedisLockService({ redis: server.client(), fencing: 'yes' as unknown as boolean }),
+    ).toThrow(
       expect.objectContaining({
+        name: 'BufferLockConfigError',
         code: 'redis_fencing_invalid',
         message: 'cache_lock fencing must be true or false',
       }),
