@@ -8,7 +8,7 @@ import {
   type RedisLockOptions,
 } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { commandStats, failFastClient, rkey } from './lock-helpers.js';
+import { commandStats, failFastClient, rkey, untilExpired } from './lock-helpers.js';
 
 const NS = 'acquire-spec:';
 let server: RedisServer;
@@ -23,15 +23,6 @@ afterAll(() => server.stop());
 /** One worker: its own service and its own connection, as after a fork. */
 const worker = (options: Partial<RedisLockOptions> = {}): RedisLockService =>
   new RedisLockService({ redis: () => server.client(), namespace: NS, ...options });
-
-/** Polls Redis until `key` is gone; Redis, not a timer, says when the TTL ran out. */
-async function untilExpired(key: string, withinMs: number): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while ((await admin.exists(key)) === 1) {
-    if (Date.now() > deadline) throw new Error(`${key} still exists after ${withinMs} ms`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('acquire', () => {
   describe('STATE DIAGRAM (1) FREE → HELD: acquire(k) [key absent] / SET key token NX PX ttl', () => {
@@ -73,7 +64,7 @@ describe('acquire', () => {
       const [first] = await a.acquire('expires');
       expect(first).toBeDefined();
       expect(await b.acquire('expires')).toEqual([undefined, undefined]);
-      await untilExpired(first!.key, 5000);
+      await untilExpired(admin, first!.key, 5000);
       const [second, error] = await b.acquire('expires');
       expect(error).toBeUndefined();
       expect(second!.token).not.toBe(first!.token);

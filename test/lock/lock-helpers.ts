@@ -56,3 +56,12 @@ export async function commandStats(admin: Redis): Promise<Map<string, number>> {
   }
   return stats;
 }
+
+/** Polls Redis until `key` is gone; Redis, not a timer, says when the TTL ran out. */
+export async function untilExpired(admin: Redis, key: string, withinMs: number): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  while ((await admin.exists(key)) === 1) {
+    if (Date.now() > deadline) throw new Error(`${key} still exists after ${withinMs} ms`);
+    await sleep(10);
+  }
+}

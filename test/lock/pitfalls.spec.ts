@@ -7,7 +7,7 @@ import {
   type RedisLockOptions,
 } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { rkey } from './lock-helpers.js';
+import { rkey, untilExpired } from './lock-helpers.js';
 
 const NS = 'pitfalls-spec:';
 let server: RedisServer;
@@ -21,14 +21,6 @@ afterAll(() => server.stop());
 
 const worker = (options: Partial<RedisLockOptions> = {}): RedisLockService =>
   new RedisLockService({ redis: () => server.client(), namespace: NS, ...options });
-
-async function untilExpired(key: string, withinMs: number): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while ((await admin.exists(key)) === 1) {
-    if (Date.now() > deadline) throw new Error(`${key} still exists after ${withinMs} ms`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('COMMON PITFALLS', () => {
   describe('Always take both return values', () => {
@@ -50,7 +42,7 @@ describe('COMMON PITFALLS', () => {
       expect(error?.code).toBe('redis_invalid_guard');
       expect(await other.acquire('lost')).toEqual([undefined, undefined]);
       expect(await careless.acquire('lost')).toEqual([undefined, undefined]);
-      await untilExpired(key, 5000);
+      await untilExpired(admin, key, 5000);
       expect((await other.acquire('lost'))[0]).toBeDefined();
     });
   });
@@ -60,7 +52,7 @@ describe('COMMON PITFALLS', () => {
       const [slow, second] = [worker({ ttl: 0.2 }), worker()];
       const [first] = await slow.acquire('slow-build');
       // The slow builder is still "building" while Redis expires its lock.
-      await untilExpired(first!.key, 5000);
+      await untilExpired(admin, first!.key, 5000);
       const [another] = await second.acquire('slow-build');
       expect(another).toBeDefined(); // two builders at once
       // When the slow builder finishes, its release leaves the second builder's lock alone.

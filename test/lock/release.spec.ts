@@ -7,7 +7,7 @@ import {
   type RedisLockOptions,
 } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { failFastClient, rkey } from './lock-helpers.js';
+import { failFastClient, rkey, untilExpired } from './lock-helpers.js';
 
 const NS = 'release-spec:';
 let server: RedisServer;
@@ -21,14 +21,6 @@ afterAll(() => server.stop());
 
 const worker = (options: Partial<RedisLockOptions> = {}): RedisLockService =>
   new RedisLockService({ redis: () => server.client(), namespace: NS, ...options });
-
-async function untilExpired(key: string, withinMs: number): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while ((await admin.exists(key)) === 1) {
-    if (Date.now() > deadline) throw new Error(`${key} still exists after ${withinMs} ms`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('release', () => {
   describe('STATE DIAGRAM (2) HELD → FREE: release(guard) [the stored token matches] / delete; (1, undef)', () => {
@@ -69,7 +61,7 @@ describe('release', () => {
     it('after expiry and a retake by another worker, the old guard deletes nothing', async () => {
       const [a, b] = [worker({ ttl: 0.2 }), worker({ ttl: 30 })];
       const [old] = await a.acquire('retaken');
-      await untilExpired(old!.key, 5000);
+      await untilExpired(admin, old!.key, 5000);
       const [current] = await b.acquire('retaken');
       expect(current).toBeDefined();
       expect(await a.release(old!)).toEqual([true, undefined]);
@@ -96,7 +88,7 @@ describe('release', () => {
     it('release after expiry with nobody holding the key', async () => {
       const lock = worker({ ttl: 0.2 });
       const [guard] = await lock.acquire('expired');
-      await untilExpired(guard!.key, 5000);
+      await untilExpired(admin, guard!.key, 5000);
       expect(await lock.release(guard!)).toEqual([true, undefined]);
       expect(await admin.exists(guard!.key)).toBe(0);
     });

@@ -7,7 +7,7 @@ import {
   type RedisLockOptions,
 } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { failFastClient, recordingClient } from './lock-helpers.js';
+import { failFastClient, recordingClient, untilExpired } from './lock-helpers.js';
 
 const NS = 'ttl-spec:';
 let server: RedisServer;
@@ -26,14 +26,6 @@ const worker = (options: Partial<RedisLockOptions> = {}): RedisLockService =>
 const lastArgv = (client: ReturnType<typeof recordingClient>): unknown =>
   client.calls.at(-1)!.args.at(-1);
 
-async function untilExpired(key: string, withinMs: number): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while ((await admin.exists(key)) === 1) {
-    if (Date.now() > deadline) throw new Error(`${key} still exists after ${withinMs} ms`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 describe('ttl: sent to Redis in whole milliseconds, never less than 1', () => {
   it('ttl 0.5 gives a PTTL of about 500 ms', async () => {
     const lock = worker({ ttl: 0.5 });
@@ -51,7 +43,7 @@ describe('ttl: sent to Redis in whole milliseconds, never less than 1', () => {
     const [guard] = await worker({ ttl: 0.0001 }).acquire('tenth-of-a-ms');
     expect(guard).toBeDefined();
     expect([1, 0, -2]).toContain(await admin.pttl(guard!.key));
-    await untilExpired(guard!.key, 1000);
+    await untilExpired(admin, guard!.key, 1000);
   });
 
   it.each([
@@ -123,7 +115,7 @@ describe('extend(guard, ttl) (beyond the spec: compare-token PEXPIRE)', () => {
   it('[false, undefined] after expiry', async () => {
     const lock = worker({ ttl: 0.2 });
     const [guard] = await lock.acquire('extend-expired');
-    await untilExpired(guard!.key, 5000);
+    await untilExpired(admin, guard!.key, 5000);
     expect(await lock.extend(guard!, 30)).toEqual([false, undefined]);
     expect(await admin.exists(guard!.key)).toBe(0);
   });
@@ -131,7 +123,7 @@ describe('extend(guard, ttl) (beyond the spec: compare-token PEXPIRE)', () => {
   it('[false, undefined] when another worker took the key; its expiry is not touched', async () => {
     const [a, b] = [worker({ ttl: 0.2 }), worker({ ttl: 5 })];
     const [old] = await a.acquire('extend-retaken');
-    await untilExpired(old!.key, 5000);
+    await untilExpired(admin, old!.key, 5000);
     const [current] = await b.acquire('extend-retaken');
     expect(await a.extend(old!, 60)).toEqual([false, undefined]);
     expect(await admin.pttl(old!.key)).toBeLessThanOrEqual(5000);
