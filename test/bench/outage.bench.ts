@@ -78,6 +78,12 @@ export const outageSection: BenchSection = {
         'call',
         api.SingleFlight((key: string) => key),
       );
+      // The module's breaker defaults; quick mode shortens the open time to keep CI short.
+      const breakerDefaults = (
+        api.lib['BUFFER_LOCK_DEFAULTS'] as Record<string, unknown> | undefined
+      )?.['circuitBreaker'] as Record<string, unknown> | undefined;
+      const breaker =
+        breakerDefaults && quick ? { ...breakerDefaults, openSeconds: 1 } : breakerDefaults;
       // oxlint-disable-next-line typescript/no-extraneous-class -- a Nest module class is empty
       const OutageApp = class {};
       Module({
@@ -87,6 +93,7 @@ export const outageSection: BenchSection = {
             namespace: 'bench:outage:',
             ttl: 10,
             lockTimeout: 5,
+            ...(breaker ? { circuitBreaker: breaker } : {}),
           }),
         ],
         providers: [Calls],
@@ -97,6 +104,18 @@ export const outageSection: BenchSection = {
         api.lib['RedisLockService'] as new () => { redisKey(k: string): string },
       );
       lockKeyOf = (key) => lockService.redisKey(key);
+      // The engine tells when its breaker changes state; without that, latency tells.
+      const transitions: { state: string; at: number }[] = [];
+      const Engine = api.lib['SingleFlightEngine'];
+      const engine =
+        typeof Engine === 'function'
+          ? (app.get(Engine as new () => unknown) as {
+              on?: (event: 'breaker', listener: (state: string) => void) => unknown;
+            })
+          : undefined;
+      const hasEvents = typeof engine?.on === 'function';
+      engine?.on?.('breaker', (state) => transitions.push({ state, at: performance.now() }));
+      const openedAt = (): number | undefined => transitions.find((t) => t.state === 'open')?.at;
 
       let serial = 0;
       // A call that never returns (no command timeout) counts as CALL_LIMIT_MS and is left behind.
@@ -119,31 +138,40 @@ export const outageSection: BenchSection = {
       const pausedAt = performance.now();
       let fastInARow = 0;
       const wanted = quick ? 200 : 2000;
-      // LOOPS callers at a time, until `wanted` calls in a row came back fast (breaker open), or
-      // `limitMs` passed (no breaker in the call path).
       const limitMs = quick ? 6_000 : 20_000;
+      // LOOPS callers at a time until, after the breaker opened, `wanted` calls were made; or
+      // until `limitMs` passed (no breaker in the call path).
+      const enough = (): boolean =>
+        hasEvents
+          ? openedAt() !== undefined &&
+            paused.filter((s) => s.start >= openedAt()!).length >= wanted
+          : fastInARow >= wanted;
       await Promise.all(
         Array.from({ length: LOOPS }, async () => {
-          while (fastInARow < wanted && performance.now() - pausedAt < limitMs) {
+          while (!enough() && performance.now() - pausedAt < limitMs) {
             const sample = await timed();
             paused.push(sample);
             fastInARow = sample.ms < 5 ? fastInARow + 1 : 0;
           }
         }),
       );
-      // Calls that started before the last slow one ended ran before the breaker opened.
-      const opened = fastInARow >= wanted;
-      const lastSlow = opened
-        ? paused.filter((s) => s.ms >= 5).reduce((t, s) => Math.max(t, s.start + s.ms), 0)
-        : Number.POSITIVE_INFINITY;
-      const before = paused.filter((s) => s.start < lastSlow);
-      const after = paused.filter((s) => s.start >= lastSlow);
+      const opened = enough();
+      // Without breaker events: calls that started before the last slow one ended ran before the
+      // breaker opened.
+      const openAt = !opened
+        ? Number.POSITIVE_INFINITY
+        : hasEvents
+          ? openedAt()!
+          : paused.filter((s) => s.ms >= 5).reduce((t, s) => Math.max(t, s.start + s.ms), 0);
+      const before = paused.filter((s) => s.start < openAt);
+      const after = paused.filter((s) => s.start >= openAt);
 
       report.progress('outage: SIGCONT');
       redis.resume();
       const resumedAt = performance.now();
       checkLock = true;
       let recoveredMs = Number.NaN;
+      const transitionsBefore = transitions.length;
       while (performance.now() - resumedAt < 60_000) {
         await timed();
         if (lockSeen) {
@@ -153,12 +181,17 @@ export const outageSection: BenchSection = {
         await sleep(5);
       }
       await app.close();
+      const closed = transitions.slice(transitionsBefore).find((t) => t.state === 'closed');
+      const closedText = closed
+        ? ` The breaker closed ${fmt(closed.at - resumedAt, 0)} ms after SIGCONT.`
+        : '';
 
       const b = summarize(before.map((s) => s.ms));
       const a = summarize(after.map((s) => s.ms));
       const h = summarize(healthy.map((s) => s.ms));
       const breakerText = opened
-        ? `The breaker opened ${fmt(lastSlow - pausedAt, 0)} ms after SIGSTOP.`
+        ? `The breaker opened ${fmt(openAt - pausedAt, 0)} ms after SIGSTOP` +
+          (hasEvents ? ' (its state-change event).' : ' (judged by latency).')
         : `${NOT_AVAILABLE}: the breaker did not open within ${limitMs / 1000} s of SIGSTOP ` +
           `(no call came back in under 5 ms), so @SingleFlight does not use one yet.`;
       report.add(
@@ -188,7 +221,9 @@ export const outageSection: BenchSection = {
             ],
           ) +
           `\n${breakerText} After SIGCONT, calls used the lock again after ` +
-          `**${fmt(recoveredMs, 0)} ms**.\n`,
+          `**${fmt(recoveredMs, 0)} ms**.${closedText} Breaker settings: ` +
+          `${breaker ? `\`${JSON.stringify(breaker)}\`` : 'unknown'}` +
+          `${quick ? ' (quick mode shortens openSeconds)' : ' (the module defaults)'}.\n`,
       );
       target(
         `outage: p99 before the breaker opens ≤ commandTimeout + 20 ms (${commandTimeout + 20} ms)`,
