@@ -11,6 +11,13 @@ export interface BenchContext {
   readonly redis: RedisServer;
   /** Appends markdown to RESULTS.md and prints it. */
   readonly report: Report;
+  /** `--filter`: run only the strategies whose names contain one of these (plus baselines). */
+  readonly filter?: readonly string[];
+}
+
+/** Whether `name` passes `--filter` (no filter: everything does). */
+export function selected(context: BenchContext, name: string): boolean {
+  return !context.filter || context.filter.some((part) => name.includes(part));
 }
 
 /** A section of the suite: a title and the code that measures and reports. */

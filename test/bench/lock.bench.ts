@@ -13,6 +13,7 @@ import {
   interleave,
   median,
   redisCpuSeconds,
+  selected,
   summarize,
   table,
   target,
@@ -188,10 +189,13 @@ async function load(
 export const lockSection: BenchSection = {
   id: 'lock',
   title: '1. Lock micro-benchmark',
-  async run({ quick, redis, report }: BenchContext) {
+  async run(context: BenchContext) {
+    const { quick, redis, report } = context;
     const client = redis.client();
     const admin = redis.client();
-    const strategies = await lockStrategies(client);
+    const strategies = (await lockStrategies(client)).filter(
+      (s) => s.kind === 'floor' || selected(context, s.name),
+    );
     const scenarios: Scenario[] = [
       { name: 'c=1, distinct keys', concurrency: 1, hot: false },
       { name: 'c=64, distinct keys', concurrency: 64, hot: false },
@@ -267,10 +271,10 @@ export const lockSection: BenchSection = {
           ),
       );
       if (!scenario.hot) {
-        const ours = rows.find((r) => r.strategy.kind === 'ours')!;
-        const bestPeer = rows
-          .filter((r) => r.strategy.kind === 'peer')
-          .reduce((a, b) => (b.ratio > a.ratio ? b : a));
+        const ours = rows.find((r) => r.strategy.kind === 'ours');
+        const peers = rows.filter((r) => r.strategy.kind === 'peer');
+        if (!ours || peers.length === 0) continue;
+        const bestPeer = peers.reduce((a, b) => (b.ratio > a.ratio ? b : a));
         target(`lock ${scenario.name}: ≥ 0.9× floor`, fmtRatio(ours.ratio), ours.ratio >= 0.9);
         target(
           `lock ${scenario.name}: above every peer`,

@@ -34,10 +34,12 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     only: { type: 'string' },
     out: { type: 'string' },
+    filter: { type: 'string' },
   },
 });
 const quick = values.quick ?? false;
 const only = values.only?.split(',');
+const filter = values.filter?.split(',');
 // A quick run is a smoke test; it must not overwrite the committed full results.
 const out = resolve(
   repoRoot,
@@ -59,7 +61,7 @@ async function main(): Promise<number> {
     );
     for (const section of SECTIONS) {
       if (only && !only.includes(section.id)) continue;
-      const context: BenchContext = { quick, redis, report };
+      const context: BenchContext = { quick, redis, report, filter };
       try {
         await section.run(context);
       } catch (error) {

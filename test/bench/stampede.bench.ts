@@ -7,6 +7,7 @@ import {
   fmt,
   fmtInt,
   interleave,
+  selected,
   monitorCommands,
   type MonitoredCommands,
   median,
@@ -111,7 +112,8 @@ function summarizeRound(
 export const stampedeSection: BenchSection = {
   id: 'stampede',
   title: '2. Stampede',
-  async run({ quick, redis, report }: BenchContext) {
+  async run(context: BenchContext) {
+    const { quick, redis, report } = context;
     const rounds = quick ? 1 : 5;
     const { callers, buildMs } = quick ? QUICK : FULL;
     report.progress(`stampede: starting ${WORKERS} workers`);
@@ -122,7 +124,7 @@ export const stampedeSection: BenchSection = {
     try {
       const ready = await Promise.all(workers.map((w) => expect(w, 'ready')));
       const unavailable = ready[0]!.unavailable;
-      const strategies = STAMPEDE_STRATEGIES.filter((s) => !unavailable[s]);
+      const strategies = STAMPEDE_STRATEGIES.filter((s) => !unavailable[s] && selected(context, s));
       const results = new Map<string, RoundSummary[]>(strategies.map((s) => [s, []]));
       let serial = 0;
       await interleave(
@@ -162,6 +164,9 @@ export const stampedeSection: BenchSection = {
 
       const rows = STAMPEDE_STRATEGIES.map((strategy) => {
         const mine = results.get(strategy);
+        if (!mine && !unavailable[strategy]) {
+          return [strategy, 'not run (--filter)', '', '', '', '', '', '', '', ''];
+        }
         const seen = monitored.get(strategy);
         if (!mine) {
           return [strategy, unavailable[strategy] ?? '', '', '', '', '', '', '', '', ''];
@@ -237,7 +242,11 @@ export const stampedeSection: BenchSection = {
           'p99 ≤ build + 15 ms',
           'last caller ≤ 10 ms after build end',
         ]) {
-          target(`stampede share: ${name}`, unavailable['@SingleFlight share'] ?? '', undefined);
+          target(
+            `stampede share: ${name}`,
+            unavailable['@SingleFlight share'] ?? 'not run (--filter)',
+            undefined,
+          );
         }
       } else {
         const maxBuilds = Math.max(...share.map((r) => r.builds));
