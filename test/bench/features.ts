@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { Injectable, Module, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { Redis } from 'ioredis';
-import { commandDelta, commandStats, sleep, table, type BenchContext } from './harness.js';
+import { commandDelta, commandStats, fmtMb, sleep, table, type BenchContext } from './harness.js';
 
 /**
  * Features that other issues are still building are looked up at run time, by export name, so
@@ -84,6 +84,8 @@ export interface SubscriberProbe {
 }
 
 const IDLE_WAIT_MS = 2_500;
+
+const gc = (): void => (globalThis as { gc?: () => void }).gc?.();
 const BATCH = 100;
 
 /** Listeners on every event of an emitter. */
@@ -147,6 +149,8 @@ export async function waitSubscriberProbe(
         release(guard: Guard): Promise<unknown>;
       },
     );
+    gc();
+    const heapBefore = process.memoryUsage().heapUsed;
     const clientsBefore = await connectionCount(admin);
     const listenersBefore = listenerTotal(client);
     const before = await commandStats(admin);
@@ -162,10 +166,13 @@ export async function waitSubscriberProbe(
     const subscribed = (subscribes.get('ssubscribe') ?? 0) + (subscribes.get('subscribe') ?? 0);
     if (duplicates.length === 0 && subscribed === 0) return undefined;
     const duringConnections = duplicates.filter((d) => d.status !== 'end').length;
+    const duringListeners = duplicates.reduce((n, d) => n + listenerTotal(d), 0);
     await sleep(IDLE_WAIT_MS);
     const open = duplicates.filter((d) => d.status !== 'end' && d.status !== 'close');
     const subscriberListeners = open.reduce((n, d) => n + listenerTotal(d), 0);
     const clientsAfter = await connectionCount(admin);
+    gc();
+    const heapAfter = process.memoryUsage().heapUsed;
     const listenersAfter = listenerTotal(client);
     const backToBaseline =
       open.length === 0 && clientsAfter === clientsBefore && listenersAfter === listenersBefore;
@@ -182,10 +189,18 @@ export async function waitSubscriberProbe(
           ['(S)SUBSCRIBE commands during the waits', String(subscribed)],
           ['subscriber connections made (client.duplicate calls)', String(duplicates.length)],
           ['subscriber connections open right after the last wait', String(duringConnections)],
+          [
+            'listeners on subscriber connections right after the last wait',
+            String(duringListeners),
+          ],
           [`subscriber connections open ${IDLE_WAIT_MS} ms later`, String(open.length)],
           ['listeners on open subscriber connections', String(subscriberListeners)],
           ['Redis server connections: before → after', `${clientsBefore} → ${clientsAfter}`],
           ['listeners on the client: before → after', `${listenersBefore} → ${listenersAfter}`],
+          [
+            'heap used after GC: before → after the waits',
+            `${fmtMb(heapBefore)} → ${fmtMb(heapAfter)}`,
+          ],
         ],
       ),
     };
