@@ -3,6 +3,7 @@ import type { RedisOptions } from 'ioredis';
 import type { RedisConnection } from './options/buffer-lock.options.js';
 import type { RedisClientFactory, RedisScriptClient } from './options/redis-lock.options.js';
 import { connectFailFast } from './redis/client-defaults.js';
+import { releaseSubscriberFor, type DuplicableClient } from './single-flight/release-subscriber.js';
 
 interface Closable {
   quit?: () => Promise<unknown>;
@@ -28,6 +29,22 @@ const QUIT_TIMEOUT_MS = 1000;
 @Injectable()
 export class BufferLockClients {
   private readonly made = new Set<RedisScriptClient>();
+  private readonly subscribed = new Set<RedisScriptClient>();
+
+  /**
+   * `getClient` as the wake-on-release wait strategy takes it, noting the client so that its
+   * subscriber connection (a duplicate the library made, also of a client you passed in) is closed
+   * at shutdown.
+   */
+  subscribingThrough(
+    getClient: () => Promise<RedisScriptClient>,
+  ): () => Promise<RedisScriptClient> {
+    return async () => {
+      const client = await getClient();
+      this.subscribed.add(client);
+      return client;
+    };
+  }
 
   /** `connection` as the lock service takes it: a client as is, anything else a tracked factory. */
   factoryFor(connection: RedisConnection): RedisScriptClient | RedisClientFactory {
@@ -39,8 +56,12 @@ export class BufferLockClients {
     return connection;
   }
 
-  /** Quits every client made so far; one that does not answer in time is disconnected. */
+  /** Closes the subscriber connections, then quits every client made so far; one that does not answer in time is disconnected. */
   async closeAll(): Promise<void> {
+    for (const client of this.subscribed) {
+      releaseSubscriberFor(client as unknown as DuplicableClient).close();
+    }
+    this.subscribed.clear();
     const clients = [...this.made];
     this.made.clear();
     await Promise.all(clients.map((client) => close(client as Closable)));

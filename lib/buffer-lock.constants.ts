@@ -11,7 +11,8 @@ export const BUFFER_LOCK_OPTIONS: unique symbol = Symbol('BUFFER_LOCK_OPTIONS');
 
 /**
  * The injection token of the `WaitStrategy` that waiting `@SingleFlight` callers use. The module
- * provides a `PollingWaitStrategy`; replace it through the module's `overrides`.
+ * provides a `PubSubWaitStrategy` (wake on release, PTTL backstop); replace it through the
+ * module's `overrides`, e.g. with a `PollingWaitStrategy` for a Redis without sharded pub/sub.
  *
  * @example
  * ```ts

@@ -13,7 +13,7 @@ import {
   type ResolvedBufferLockOptions,
 } from './options/buffer-lock.options.js';
 import { RedisLockService } from './redis-lock.service.js';
-import { PollingWaitStrategy } from './single-flight/polling-wait.strategy.js';
+import { PubSubWaitStrategy } from './single-flight/pubsub-wait.strategy.js';
 import { SingleFlightEngine } from './single-flight/single-flight.engine.js';
 import type { WaitStrategy } from './single-flight/wait-strategy.js';
 
@@ -38,7 +38,13 @@ const providers: Provider[] = [
     inject: [BUFFER_LOCK_MODULE_OPTIONS, BufferLockMessages, BufferLockClients],
   },
   RedisLockService,
-  { provide: BUFFER_LOCK_WAIT_STRATEGY, useFactory: () => new PollingWaitStrategy() },
+  {
+    // Wake on release; the one subscriber connection is closed at shutdown (BufferLockClients).
+    provide: BUFFER_LOCK_WAIT_STRATEGY,
+    useFactory: (lock: RedisLockService, clients: BufferLockClients) =>
+      new PubSubWaitStrategy({ client: clients.subscribingThrough(() => lock.getClient()) }),
+    inject: [RedisLockService, BufferLockClients],
+  },
   {
     provide: SingleFlightEngine,
     useFactory: (
@@ -53,7 +59,17 @@ const providers: Provider[] = [
         messages,
         logger: options.logger,
         logInterval: options.logInterval,
-        defaults: { ttl: options.ttl, lockTimeout: options.lockTimeout, onBusy: options.onBusy },
+        serializer: options.serializer,
+        circuitBreaker: options.circuitBreaker,
+        onLockLost: options.onLockLost,
+        defaults: {
+          ttl: options.ttl,
+          lockTimeout: options.lockTimeout,
+          onBusy: options.onBusy,
+          share: options.share,
+          onRedisError: options.onRedisError,
+          maxHold: options.maxHold,
+        },
       }),
     inject: [RedisLockService, BUFFER_LOCK_OPTIONS, BufferLockMessages, BUFFER_LOCK_WAIT_STRATEGY],
   },

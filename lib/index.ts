@@ -9,6 +9,7 @@ export { InjectBufferLockOptions } from './decorators/inject-buffer-lock-options
 export { SingleFlight, type SingleFlightKey } from './decorators/single-flight.decorator.js';
 export { BufferLockNotImportedError } from './errors/buffer-lock-not-imported.error.js';
 export { LockBusyError } from './errors/lock-busy.error.js';
+export { RedisUnavailableError } from './errors/redis-unavailable.error.js';
 export { BufferLockConfigError, LockError, type ConfigViolation } from './errors/lock.error.js';
 export { BufferLockMessages, type MessageSettings } from './messages/buffer-lock-messages.js';
 export {
@@ -32,11 +33,14 @@ export {
   BUFFER_LOCK_DEFAULTS,
   BufferLockOptionsDto,
   ON_BUSY_MODES,
+  ON_REDIS_ERROR_MODES,
   resolveBufferLockOptions,
   resolveSingleFlightOptions,
   SingleFlightOptionsDto,
   type BufferLockOptions,
+  type CircuitBreakerSettings,
   type OnBusy,
+  type OnRedisError,
   type RedisConnection,
   type ResolvedBufferLockOptions,
   type SingleFlightOptions,
@@ -45,11 +49,14 @@ export { POLL_INTERVAL_MS, PollingWaitStrategy } from './single-flight/polling-w
 export {
   SingleFlightEngine,
   type Admission,
+  type FlightLockLostEvent,
   type SingleFlightEngineOptions,
+  type SingleFlightEvents,
   type SingleFlightLock,
   type SingleFlightSettings,
 } from './single-flight/single-flight.engine.js';
 export type { WaitStrategy } from './single-flight/wait-strategy.js';
+export { currentFlight, type FlightContext } from './single-flight/flight-context.js';
 export {
   RedisLockService,
   type AcquireResult,
@@ -73,6 +80,7 @@ export {
   findUnserializable,
   JSON_RESULT_SERIALIZER,
   SharedResultStore,
+  storeResultAndRelease,
   UnserializableValueError,
   type ResultSerializer,
   type SharedRead,

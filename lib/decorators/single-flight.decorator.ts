@@ -1,4 +1,5 @@
-import { Inject, Optional } from '@nestjs/common';
+import { Inject, Optional, StreamableFile } from '@nestjs/common';
+import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import { BufferLockNotImportedError } from '../errors/buffer-lock-not-imported.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
@@ -7,6 +8,7 @@ import {
   resolveSingleFlightOptions,
   type SingleFlightOptions,
 } from '../options/buffer-lock.options.js';
+import { currentFlight } from '../single-flight/flight-context.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 
 /** The instance property Nest fills with the engine (property injection, per instance). */
@@ -30,6 +32,27 @@ const returnsObservable = (target: object, propertyKey: string | symbol): boolea
   const prototype = (type as { prototype?: Record<string, unknown> } | undefined)?.prototype;
   // Duck-typed, so an Observable from another copy of rxjs counts too.
   return typeof prototype?.subscribe === 'function' && typeof prototype.pipe === 'function';
+};
+
+// RouteParamtypes.RESPONSE and .NEXT of @nestjs/common (the enum is not exported at its root).
+const RESPONSE_PARAM = 1;
+const NEXT_PARAM = 2;
+
+/**
+ * Why the method's result cannot be shared, when that is known from its metadata: a `@Res()` or
+ * `@Next()` parameter (the handler answers through the platform's response, not its return
+ * value), or a declared `StreamableFile` return type. Parameter decorators run before method
+ * decorators, so the route's parameters are known here.
+ */
+const unshareable = (target: object, propertyKey: string | symbol): string | undefined => {
+  const params = (Reflect.getMetadata(ROUTE_ARGS_METADATA, target.constructor, propertyKey) ??
+    {}) as Record<string, unknown>;
+  const types = Object.keys(params).map((key) => Number(key.split(':')[0]));
+  if (types.includes(RESPONSE_PARAM)) return 'it takes @Res()';
+  if (types.includes(NEXT_PARAM)) return 'it takes @Next()';
+  const type: unknown = Reflect.getMetadata('design:returntype', target, propertyKey);
+  if (type === StreamableFile) return 'it returns a StreamableFile';
+  return undefined;
 };
 
 /** Copies every metadata entry of `from` (as `@Get`, `@Cron`, `@OnEvent` leave) onto `to`. */
@@ -87,6 +110,18 @@ export function SingleFlight<This, Args extends unknown[]>(
     const observable = returnsObservable(target, propertyKey);
     const className = target.constructor.name;
     const methodName = String(propertyKey);
+    const cannotShare = unshareable(target, propertyKey);
+    const shareError = (): BufferLockConfigError => {
+      const code: MessageId = 'single_flight_share_response';
+      const text = messages.render(code, {
+        CLASS: className,
+        METHOD: methodName,
+        WHAT: cannotShare!,
+      });
+      return new BufferLockConfigError([{ property: 'share', code, message: text }]);
+    };
+    // share: true on the decorator is refused now; the module's default at the first call.
+    if (cannotShare && settings.share === true) throw shareError();
 
     const wrapper = function (this: This, ...args: Args): unknown {
       const engine = (this as { [ENGINE]?: SingleFlightEngine })[ENGINE];
@@ -96,6 +131,9 @@ export function SingleFlight<This, Args extends unknown[]>(
         );
       }
       const work = () => original.apply(this, args);
+      if (cannotShare && settings.share === undefined && engine.defaults.share) {
+        return Promise.reject(shareError());
+      }
       if (observable) {
         return engine.runObservable(cacheKeyOf(key, this, args), work as never, settings);
       }
@@ -110,6 +148,46 @@ export function SingleFlight<This, Args extends unknown[]>(
     descriptor.value = wrapper as unknown as typeof descriptor.value;
   };
 }
+
+/**
+ * Inside a `@SingleFlight` method: the AbortSignal that aborts when the method's lock is lost (an
+ * extension found it gone, Redis was unreachable for a whole TTL, or `maxHold` was reached). Hand
+ * it to `fetch`, your database driver or your own loop. Outside a locked run it never aborts.
+ *
+ * @example
+ * ```ts
+ * @SingleFlight('nightly', { ttl: 30, maxHold: 3600 })
+ * async nightly(): Promise<void> {
+ *   for (const batch of batches) {
+ *     SingleFlight.signal().throwIfAborted();
+ *     await write(batch);
+ *   }
+ * }
+ * ```
+ */
+SingleFlight.signal = function signal(): AbortSignal {
+  return currentFlight()?.signal ?? NEVER_ABORTED;
+};
+
+/**
+ * Inside a `@SingleFlight` method, with `fencing: true` and the lock held: this holder's fencing
+ * number, larger than that of every earlier holder of the key. `undefined` otherwise.
+ *
+ * @example
+ * ```ts
+ * @SingleFlight((id: string) => `report:${id}`)
+ * async build(id: string): Promise<void> {
+ *   await db.query('UPDATE report SET body = $1, fence = $2 WHERE id = $3 AND fence < $2', [
+ *     await render(id), SingleFlight.fence(), id,
+ *   ]);
+ * }
+ * ```
+ */
+SingleFlight.fence = function fence(): number | undefined {
+  return currentFlight()?.fence;
+};
+
+const NEVER_ABORTED: AbortSignal = new AbortController().signal;
 
 function cacheKeyOf<This, Args extends unknown[]>(
   key: SingleFlightKey<This, Args>,

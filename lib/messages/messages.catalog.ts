@@ -45,6 +45,18 @@ export const ENGLISH_MESSAGES = {
   catalogs_invalid: 'cache_lock catalogs must be an object of message catalogs keyed by locale',
   logger_invalid: 'cache_lock logger must have log(), warn() and error() methods',
   log_interval_invalid: 'cache_lock logInterval must be a positive number of seconds',
+  share_invalid: 'cache_lock share must be true or false',
+  on_redis_error_invalid: "cache_lock onRedisError must be 'proceed' or 'throw'",
+  max_hold_invalid: 'cache_lock maxHold must be a positive number of seconds',
+  serializer_invalid:
+    'cache_lock serializer must be an object with serialize() and deserialize() methods',
+  on_lock_lost_invalid: 'cache_lock onLockLost must be a function',
+  circuit_breaker_invalid:
+    'cache_lock circuitBreaker must be false or an object with failureThreshold, openSeconds and probes',
+  breaker_failures_invalid: 'cache_lock circuitBreaker.failureThreshold must be a positive integer',
+  breaker_open_seconds_invalid:
+    'cache_lock circuitBreaker.openSeconds must be a positive number of seconds',
+  breaker_probes_invalid: 'cache_lock circuitBreaker.probes must be a positive integer',
   // @SingleFlight — thrown when the class is defined or when the method is called
   single_flight_key_invalid:
     '@SingleFlight key must be a non-empty string or a function that returns the cache key',
@@ -52,9 +64,16 @@ export const ENGLISH_MESSAGES = {
   single_flight_no_module:
     'CLASS.METHOD uses @SingleFlight, but BufferLockModule is not visible to its module: import BufferLockModule.forRoot() there, or register it with isGlobal: true',
   lock_busy: 'This entry is being built by another worker; try again shortly',
+  single_flight_share_response:
+    '@SingleFlight on CLASS.METHOD has share: true, but WHAT: its result cannot be shared between workers. Return plain data, or set share: false',
+  redis_unavailable: 'The lock service is unavailable; try again shortly',
   // @SingleFlight — log lines
   lock_fail_open: 'ERROR; running KEY without a cross-worker lock',
   lock_wait_timeout: 'Waited SECONDS s for the lock on KEY; running without it',
+  lock_breaker_open:
+    'Redis circuit breaker open after FAILURES consecutive failures; skipping Redis for SECONDS s',
+  lock_breaker_closed: 'Redis answers again; circuit breaker closed',
+  lock_breaker_skip: 'Redis circuit breaker is open; running KEY without a cross-worker lock',
   log_suppressed: 'LINE (COUNT more like this in the last SECONDS s)',
 } as const;
 

@@ -2,6 +2,12 @@ import { Logger, type LoggerService } from '@nestjs/common';
 import type { RedisOptions } from 'ioredis';
 import type { BufferLockMessages, MessageSettings } from '../messages/buffer-lock-messages.js';
 import type { MessageCatalog } from '../messages/messages.catalog.js';
+import type { ResultSerializer } from '../redis/shared-result.js';
+import {
+  CIRCUIT_BREAKER_DEFAULTS,
+  type CircuitBreakerOptions,
+} from '../single-flight/circuit-breaker.js';
+import type { LockLostEvent } from '../single-flight/watchdog.js';
 import {
   LOCK_DEFAULTS,
   RedisLockOptionsDto,
@@ -33,6 +39,39 @@ export type OnBusy = 'wait' | 'skip' | 'throw';
  * ```
  */
 export const ON_BUSY_MODES: readonly OnBusy[] = Object.freeze(['wait', 'skip', 'throw']);
+
+/**
+ * What a `@SingleFlight` call does when Redis cannot be asked (error, timeout, open breaker):
+ * `'proceed'` runs the method without a cross-worker lock (the spec's fail-open, logged rate
+ * limited), `'throw'` rejects with a `RedisUnavailableError` (HTTP 503).
+ *
+ * @example
+ * ```ts
+ * const onRedisError: OnRedisError = 'throw';
+ * ```
+ */
+export type OnRedisError = 'proceed' | 'throw';
+
+/**
+ * Every {@link OnRedisError} mode.
+ *
+ * @example
+ * ```ts
+ * ON_REDIS_ERROR_MODES.includes('proceed'); // true
+ * ```
+ */
+export const ON_REDIS_ERROR_MODES: readonly OnRedisError[] = Object.freeze(['proceed', 'throw']);
+
+/**
+ * The circuit breaker's numbers (see `CircuitBreaker`), or `false` for no breaker.
+ *
+ * @example
+ * ```ts
+ * const breaker: CircuitBreakerSettings = { failureThreshold: 3, openSeconds: 5, probes: 1 };
+ * ```
+ */
+export type CircuitBreakerSettings =
+  Pick<CircuitBreakerOptions, 'failureThreshold' | 'openSeconds' | 'probes'> | false;
 
 /**
  * How the module reaches Redis: a client object (left alone at shutdown), a factory (called once
@@ -76,6 +115,24 @@ export interface BufferLockOptions extends Omit<RedisLockOptions, 'redis'> {
   logger?: LoggerService;
   /** Seconds between two log lines with the same message id; the rest are counted. Default 10. */
   logInterval?: number;
+  /**
+   * Share the leader's result with the waiters of other processes, so they do not run the method.
+   * Default `false`; each `@SingleFlight` may set it.
+   */
+  share?: boolean;
+  /** How results are shared (`share: true`). Default JSON (`JSON_RESULT_SERIALIZER`). */
+  serializer?: ResultSerializer;
+  /** What a call does when Redis cannot be asked. Default `'proceed'` (fail-open). */
+  onRedisError?: OnRedisError;
+  /**
+   * Seconds a `@SingleFlight` method may hold its lock in all: the watchdog extends the lock every
+   * ttl/3 while the method runs, up to this cap. Default: no cap.
+   */
+  maxHold?: number;
+  /** Called when a running method's lock was lost (besides the engine's `'lockLost'` event). */
+  onLockLost?: (event: LockLostEvent) => void;
+  /** The circuit breaker in front of Redis. Default `CIRCUIT_BREAKER_DEFAULTS`; `false`: none. */
+  circuitBreaker?: CircuitBreakerSettings;
 }
 
 /**
@@ -93,6 +150,9 @@ export const BUFFER_LOCK_DEFAULTS = Object.freeze({
   onBusy: 'wait' as OnBusy,
   locale: 'en',
   logInterval: 10,
+  share: false,
+  onRedisError: 'proceed' as OnRedisError,
+  circuitBreaker: CIRCUIT_BREAKER_DEFAULTS as CircuitBreakerSettings,
 });
 
 /**
@@ -117,6 +177,13 @@ export interface ResolvedBufferLockOptions {
   readonly catalogs?: Readonly<Record<string, MessageCatalog>>;
   readonly logger: LoggerService;
   readonly logInterval: number;
+  readonly fencing: boolean;
+  readonly share: boolean;
+  readonly serializer?: ResultSerializer;
+  readonly onRedisError: OnRedisError;
+  readonly maxHold?: number;
+  readonly onLockLost?: (event: LockLostEvent) => void;
+  readonly circuitBreaker: CircuitBreakerSettings;
 }
 
 const isClient = (value: unknown): value is RedisScriptClient =>
@@ -151,6 +218,27 @@ const isLogger = (value: unknown): boolean =>
     ));
 
 const isNonEmptyString = (value: unknown): boolean => typeof value === 'string' && value !== '';
+
+const isPositiveInteger = (value: unknown): boolean =>
+  typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
+
+const isSerializer = (value: unknown): boolean =>
+  value === undefined ||
+  (typeof value === 'object' &&
+    value !== null &&
+    typeof (value as Partial<ResultSerializer>).serialize === 'function' &&
+    typeof (value as Partial<ResultSerializer>).deserialize === 'function');
+
+/** A rule on one field of `circuitBreaker`; only broken when the object itself is well formed. */
+const breakerField =
+  (field: 'failureThreshold' | 'openSeconds' | 'probes', test: (v: unknown) => boolean) =>
+  (value: unknown): boolean =>
+    !isPlainObject(value) || value[field] === undefined || test(value[field]);
+
+const optional =
+  (test: (value: unknown) => boolean) =>
+  (value: unknown): boolean =>
+    value === undefined || test(value);
 
 /** A rule that is only broken when both `lockTimeout` and `ttl` are valid and out of order. */
 const isShorterThanTtl = (value: unknown, args?: { object: object }): boolean => {
@@ -191,6 +279,37 @@ export class BufferLockOptionsDto extends RedisLockOptionsDto {
 
   @Rule('isPositiveSeconds', 'log_interval_invalid', (v) => parseSeconds(v) !== undefined)
   logInterval!: number;
+
+  @Rule('isBoolean', 'share_invalid', (v) => typeof v === 'boolean')
+  share!: boolean;
+
+  @Rule('isSerializer', 'serializer_invalid', isSerializer)
+  serializer?: ResultSerializer;
+
+  @Rule('isOnRedisError', 'on_redis_error_invalid', (v) =>
+    ON_REDIS_ERROR_MODES.includes(v as OnRedisError),
+  )
+  onRedisError!: OnRedisError;
+
+  @Rule('isPositiveSeconds', 'max_hold_invalid', optional((v) => parseSeconds(v) !== undefined))
+  maxHold?: number;
+
+  @Rule('isFunction', 'on_lock_lost_invalid', optional((v) => typeof v === 'function'))
+  onLockLost?: (event: LockLostEvent) => void;
+
+  @Rule('isCircuitBreaker', 'circuit_breaker_invalid', (v) => v === false || isPlainObject(v))
+  @Rule(
+    'isBreakerFailures',
+    'breaker_failures_invalid',
+    breakerField('failureThreshold', isPositiveInteger),
+  )
+  @Rule(
+    'isBreakerOpenSeconds',
+    'breaker_open_seconds_invalid',
+    breakerField('openSeconds', (v) => parseSeconds(v) !== undefined),
+  )
+  @Rule('isBreakerProbes', 'breaker_probes_invalid', breakerField('probes', isPositiveInteger))
+  circuitBreaker!: CircuitBreakerSettings;
 }
 
 /**
@@ -220,6 +339,22 @@ export function resolveBufferLockOptions(
     catalogs: dto.catalogs,
     logger: dto.logger ?? new Logger('BufferLock'),
     logInterval: parseSeconds(dto.logInterval)!,
+    fencing: dto.fencing,
+    share: dto.share,
+    serializer: dto.serializer,
+    onRedisError: dto.onRedisError,
+    maxHold: dto.maxHold === undefined ? undefined : parseSeconds(dto.maxHold),
+    onLockLost: dto.onLockLost,
+    circuitBreaker:
+      dto.circuitBreaker === false
+        ? false
+        : {
+            failureThreshold:
+              dto.circuitBreaker.failureThreshold ?? CIRCUIT_BREAKER_DEFAULTS.failureThreshold,
+            openSeconds:
+              parseSeconds(dto.circuitBreaker.openSeconds) ?? CIRCUIT_BREAKER_DEFAULTS.openSeconds,
+            probes: dto.circuitBreaker.probes ?? CIRCUIT_BREAKER_DEFAULTS.probes,
+          },
   };
 }
 
@@ -260,12 +395,17 @@ export interface SingleFlightOptions {
   lockTimeout?: number;
   /** What a call does when another worker holds the lock. Default: the module's `onBusy`. */
   onBusy?: OnBusy;
+  /**
+   * Share this method's result with the waiters of other processes (they do not run it). The result
+   * must survive the serializer (JSON by default); `@Res()` handlers are refused. Default: the
+   * module's `share`.
+   */
+  share?: boolean;
+  /** What a call does when Redis cannot be asked. Default: the module's `onRedisError`. */
+  onRedisError?: OnRedisError;
+  /** Seconds this method may hold its lock in all (watchdog cap). Default: the module's `maxHold`. */
+  maxHold?: number;
 }
-
-const optional =
-  (test: (value: unknown) => boolean) =>
-  (value: unknown): boolean =>
-    value === undefined || test(value);
 
 /**
  * The class-validator DTO for {@link SingleFlightOptions}; `lockTimeout < ttl` when both given.
@@ -285,6 +425,19 @@ export class SingleFlightOptionsDto {
 
   @Rule('isOnBusy', 'on_busy_invalid', optional((v) => ON_BUSY_MODES.includes(v as OnBusy)))
   onBusy?: OnBusy;
+
+  @Rule('isBoolean', 'share_invalid', optional((v) => typeof v === 'boolean'))
+  share?: boolean;
+
+  @Rule(
+    'isOnRedisError',
+    'on_redis_error_invalid',
+    optional((v) => ON_REDIS_ERROR_MODES.includes(v as OnRedisError)),
+  )
+  onRedisError?: OnRedisError;
+
+  @Rule('isPositiveSeconds', 'max_hold_invalid', optional((v) => parseSeconds(v) !== undefined))
+  maxHold?: number;
 }
 
 /**
@@ -305,5 +458,8 @@ export function resolveSingleFlightOptions(
   if (dto.ttl !== undefined) resolved.ttl = parseSeconds(dto.ttl);
   if (dto.lockTimeout !== undefined) resolved.lockTimeout = parseSeconds(dto.lockTimeout);
   if (dto.onBusy !== undefined) resolved.onBusy = dto.onBusy;
+  if (dto.share !== undefined) resolved.share = dto.share;
+  if (dto.onRedisError !== undefined) resolved.onRedisError = dto.onRedisError;
+  if (dto.maxHold !== undefined) resolved.maxHold = parseSeconds(dto.maxHold);
   return resolved;
 }

@@ -3,8 +3,9 @@ import { Stream } from 'node:stream';
 import { LockError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { RedisScriptClient } from '../options/redis-lock.options.js';
-import { resultKey } from './keys.js';
+import { releaseChannel, resultKey } from './keys.js';
 import { luaScript, runScript } from './lua-script.js';
+import { WAKE_MESSAGE } from './release-lock.js';
 
 /**
  * Turns a method's result into text for Redis and back. JSON is the default
@@ -155,6 +156,23 @@ return 0
 
 const READ = luaScript(`return redis.call('GET', KEYS[1])`);
 
+// The release of release-lock.ts with the result written (or, with no payload, an older result
+// removed) first, in one atomic step and one round trip: a waiter the SPUBLISH wakes always finds
+// this flight's result, or none. Only the holder does any of it. KEYS: lock, result, channel.
+const STORE_AND_RELEASE = luaScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  if ARGV[2] == '1' then
+    redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+  else
+    redis.call('DEL', KEYS[2])
+  end
+  local deleted = redis.call('DEL', KEYS[1])
+  pcall(redis.call, 'SPUBLISH', KEYS[3], ARGV[5])
+  return deleted
+end
+return 0
+`);
+
 /**
  * Stores `payload` under `resultKey(lockKey)` for `ttlMs`, if the lock still holds `token`.
  * Resolves 1 when stored, 0 when the lock is no longer ours. Both keys are in one slot.
@@ -191,6 +209,31 @@ export async function readSharedResult(
 }
 
 /**
+ * Stores `payload` (or, when it is `undefined`, deletes any older result) and releases the lock,
+ * waking its waiters, in one script, if the lock still holds `token`. Resolves 1 when it did, 0
+ * when the lock was no longer ours (then nothing was written).
+ *
+ * @example
+ * ```ts
+ * await storeResultAndRelease(client, guard.key, guard.token, '{"total":42}', 10_000);
+ * ```
+ */
+export function storeResultAndRelease(
+  client: RedisScriptClient,
+  lockKey: string,
+  token: string,
+  payload: string | undefined,
+  ttlMs: number,
+): Promise<unknown> {
+  return runScript(
+    client,
+    STORE_AND_RELEASE,
+    [lockKey, resultKey(lockKey), releaseChannel(lockKey)],
+    [token, payload === undefined ? '0' : '1', payload ?? '', ttlMs, WAKE_MESSAGE],
+  );
+}
+
+/**
  * Options of a {@link SharedResultStore}.
  *
  * @example
@@ -199,7 +242,8 @@ export async function readSharedResult(
  * ```
  */
 export interface SharedResultOptions {
-  client: RedisScriptClient;
+  /** The lock's client, or a function that resolves it (`() => lockService.getClient()`). */
+  client: RedisScriptClient | (() => Promise<RedisScriptClient>);
   /** Default {@link JSON_RESULT_SERIALIZER}. */
   serializer?: ResultSerializer;
   /**
@@ -290,7 +334,7 @@ export class SharedResultStore {
   async store(guard: { key: string; token: string }, payload: string): Promise<StoreResult> {
     try {
       const answer = await storeSharedResult(
-        this.options.client,
+        await this.client(),
         guard.key,
         guard.token,
         payload,
@@ -306,7 +350,7 @@ export class SharedResultStore {
   async read(lockKey: string, cacheKey: string): Promise<SharedRead> {
     let payload: string | null;
     try {
-      payload = await readSharedResult(this.options.client, lockKey);
+      payload = await readSharedResult(await this.client(), lockKey);
     } catch (error) {
       return { status: 'error', error: this.failure(error) };
     }
@@ -323,6 +367,31 @@ export class SharedResultStore {
         error: new LockError('shared_result_unreadable', text, { cause: error }),
       };
     }
+  }
+
+  /**
+   * Stores `payload` for `ttl` seconds (default: the store's) and releases the lock in one script;
+   * `undefined` removes an older result instead (the leader failed: nothing to share). Resolves like
+   * {@link store}: `[false, undefined]` when the lock was no longer ours. Never rejects.
+   */
+  async storeAndRelease(
+    guard: { key: string; token: string },
+    payload: string | undefined,
+    ttl?: number,
+  ): Promise<StoreResult> {
+    const ttlMs = ttl === undefined ? this.ttlMs : Math.max(1, Math.round(ttl * 1000));
+    try {
+      const client = await this.client();
+      const answer = await storeResultAndRelease(client, guard.key, guard.token, payload, ttlMs);
+      return Number(answer) === 1 ? [true, undefined] : [false, undefined];
+    } catch (error) {
+      return [false, this.failure(error)];
+    }
+  }
+
+  private async client(): Promise<RedisScriptClient> {
+    const { client } = this.options;
+    return typeof client === 'function' ? await client() : client;
   }
 
   private failure(error: unknown): LockError {

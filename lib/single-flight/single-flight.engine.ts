@@ -1,30 +1,48 @@
 import { Logger, type LoggerService } from '@nestjs/common';
+import { EventEmitter } from 'node:events';
 import { finalize, isObservable, Observable, type Subscription } from 'rxjs';
 import { LockBusyError } from '../errors/lock-busy.error.js';
-import type { LockError } from '../errors/lock.error.js';
+import { LockError } from '../errors/lock.error.js';
+import { RedisUnavailableError } from '../errors/redis-unavailable.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import { BUFFER_LOCK_DEFAULTS, type OnBusy } from '../options/buffer-lock.options.js';
-import type { LockGuard, RedisLockService } from '../redis-lock.service.js';
-import { LocalTurns } from './local-turns.js';
-import { PollingWaitStrategy } from './polling-wait.strategy.js';
+import {
+  BUFFER_LOCK_DEFAULTS,
+  type CircuitBreakerSettings,
+  type OnBusy,
+  type OnRedisError,
+} from '../options/buffer-lock.options.js';
+import { SharedResultStore, type ResultSerializer } from '../redis/shared-result.js';
+import type { AcquireResult, LockGuard, RedisLockService } from '../redis-lock.service.js';
+import { CIRCUIT_BREAKER_DEFAULTS, CircuitBreaker, type CircuitState } from './circuit-breaker.js';
+import { runInFlight, type FlightContext } from './flight-context.js';
+import { PubSubWaitStrategy } from './pubsub-wait.strategy.js';
 import { ThrottledLog } from './throttled-log.js';
 import type { WaitStrategy } from './wait-strategy.js';
+import { LockWatchdog, type LockLostEvent } from './watchdog.js';
 
 /**
  * How one single-flight call behaves. Each field defaults to the engine's `defaults`.
  *
  * @example
  * ```ts
- * const settings: SingleFlightSettings = { ttl: 30, lockTimeout: 10, onBusy: 'wait' };
+ * const settings: SingleFlightSettings = {
+ *   ttl: 30, lockTimeout: 10, onBusy: 'wait', share: true, onRedisError: 'proceed',
+ * };
  * ```
  */
 export interface SingleFlightSettings {
-  /** Seconds the lock lives in Redis. */
+  /** Seconds the lock lives in Redis (the watchdog extends it while the work runs). */
   readonly ttl: number;
   /** Seconds a `'wait'` caller waits before it runs without the lock. */
   readonly lockTimeout: number;
   /** What to do when another holder has the lock. */
   readonly onBusy: OnBusy;
+  /** Share the leader's result with waiters in other processes (they do not run the work). */
+  readonly share: boolean;
+  /** What to do when Redis cannot be asked: run without the lock, or throw. */
+  readonly onRedisError: OnRedisError;
+  /** Seconds the lock may be held in all while the work runs; `undefined`: no cap. */
+  readonly maxHold?: number;
 }
 
 /**
@@ -36,34 +54,71 @@ export interface SingleFlightSettings {
  * const lock: SingleFlightLock = new RedisLockService({ redis: () => new Redis() });
  * ```
  */
-export type SingleFlightLock = Pick<RedisLockService, 'acquire' | 'release' | 'redisKey' | 'ttl'>;
+export type SingleFlightLock = Pick<
+  RedisLockService,
+  'acquire' | 'release' | 'extend' | 'redisKey' | 'ttl' | 'getClient'
+>;
+
+/**
+ * The engine's `'lockLost'` event: the watchdog's {@link LockLostEvent} plus the cache key.
+ *
+ * @example
+ * ```ts
+ * engine.on('lockLost', (event: FlightLockLostEvent) => metrics.increment(event.reason));
+ * ```
+ */
+export interface FlightLockLostEvent extends LockLostEvent {
+  readonly cacheKey: string;
+}
+
+/**
+ * The events a {@link SingleFlightEngine} emits.
+ *
+ * @example
+ * ```ts
+ * engine.on('breaker', (state: CircuitState) => console.log('breaker', state));
+ * ```
+ */
+export interface SingleFlightEvents {
+  /** A running method's lock was lost; its `SingleFlight.signal()` is aborted too. */
+  lockLost: [FlightLockLostEvent];
+  /** The circuit breaker changed state. */
+  breaker: [state: CircuitState, previous: CircuitState];
+}
 
 /**
  * What a {@link SingleFlightEngine} is made of.
  *
  * @example
  * ```ts
- * const engine = new SingleFlightEngine({ lock, defaults: { lockTimeout: 5 } });
+ * const engine = new SingleFlightEngine({ lock, defaults: { lockTimeout: 5, share: true } });
  * ```
  */
 export interface SingleFlightEngineOptions {
   readonly lock: SingleFlightLock;
   /** Per-call defaults; missing fields come from the lock's `ttl` and `BUFFER_LOCK_DEFAULTS`. */
   readonly defaults?: Partial<SingleFlightSettings>;
-  /** How a busy `'wait'` caller learns that the holder may be done. Default: polling. */
+  /** How a busy `'wait'` caller learns that the holder may be done. Default: pub/sub wake-up. */
   readonly waitStrategy?: WaitStrategy;
+  /** How shared results are written (`share: true`). Default JSON. */
+  readonly serializer?: ResultSerializer;
+  /** The breaker's numbers, or `false` for none. Default `CIRCUIT_BREAKER_DEFAULTS`. */
+  readonly circuitBreaker?: CircuitBreakerSettings;
+  /** Called when a running method's lock was lost (besides the `'lockLost'` event). */
+  readonly onLockLost?: (event: FlightLockLostEvent) => void;
   readonly messages?: BufferLockMessages;
   /** Default `new Logger('BufferLock')`. */
   readonly logger?: LoggerService;
   /** Seconds between two log lines with the same message id. Default `BUFFER_LOCK_DEFAULTS`. */
   readonly logInterval?: number;
-  /** The clock of the log's rate limit (ms since the epoch). */
+  /** The clock of the log's rate limit and of the breaker (ms since the epoch). */
   readonly now?: () => number;
 }
 
 /**
- * How a call was let in by {@link SingleFlightEngine.admit}: holding the lock, without it
- * (Redis trouble, or `lockTimeout` passed), or not at all (`'skip'`).
+ * How a call was let in by {@link SingleFlightEngine.admit}: holding the lock, without it (Redis
+ * trouble, the breaker open, or `lockTimeout` passed), with the result another process's leader
+ * shared (`share: true`), or not at all (`'skip'`).
  *
  * @example
  * ```ts
@@ -73,47 +128,72 @@ export interface SingleFlightEngineOptions {
  */
 export type Admission =
   | { readonly kind: 'locked'; readonly guard: LockGuard }
-  | { readonly kind: 'unlocked'; readonly reason: 'redis-error' | 'timeout' }
+  | { readonly kind: 'unlocked'; readonly reason: 'redis-error' | 'breaker-open' | 'timeout' }
+  | { readonly kind: 'shared'; readonly value: unknown }
   | { readonly kind: 'skipped' };
 
+/** Errors of `acquire` that mean Redis could not be asked (they count for the breaker). */
+const REDIS_FAILURES: ReadonlySet<string> = new Set([
+  'redis_lock_failed',
+  'redis_no_client',
+  'redis_no_result',
+]);
+
+/** The signal of work that runs without the lock: nothing can be lost, so it never aborts. */
+const NEVER_ABORTED: AbortSignal = new AbortController().signal;
+
 /**
- * Runs a function under a lock so that, across every worker sharing one Redis, only one runs it
- * for a given key at a time. The rest wait for it (then run the function, which normally finds
- * what the holder cached), skip, or get a {@link LockBusyError}. Redis trouble is logged, rate
- * limited, and the function runs without a cross-worker lock (fail-open), as the spec's plugin
- * does. Plain class: `@SingleFlight` uses it through Nest, tests and scripts with `new`.
+ * Single flight across processes: for one key, one call in the whole system runs the work at a
+ * time, and the others share its outcome.
  *
- * The steps are public so that features can be layered on without a fork: {@link settle} fills in
- * defaults, {@link admit} decides how a call may proceed (acquiring, waiting, skipping, throwing),
- * {@link leave} releases. {@link run} and {@link runObservable} compose them.
+ * - In one process, concurrent calls for a key are one flight (like Go's `singleflight.Do`): the
+ *   first is the leader, the rest get the leader's promise (value and error alike) and never
+ *   touch Redis. `'skip'` and `'throw'` callers that find a flight in progress skip or throw.
+ * - Across processes, the leader takes the Redis lock; the other processes' leaders wait for it
+ *   to be released (wake-up by pub/sub, PTTL backstop), then try again. With `share: true` the
+ *   lock holder stores its serialized result and releases in one script, and a woken waiter
+ *   returns that result without running the work.
+ * - While the work runs, a watchdog extends the lock every ttl/3 (up to `maxHold`); a lost lock
+ *   emits `'lockLost'`, logs, and aborts the work's `signal` ({@link currentFlight}).
+ * - Redis trouble is logged (rate limited) and the work runs without a cross-worker lock
+ *   (`onRedisError: 'proceed'`, the spec's fail-open) or the call rejects with a
+ *   {@link RedisUnavailableError} (`'throw'`). After `failureThreshold` failures in a row the
+ *   circuit breaker skips Redis for `openSeconds`, then lets one probe through.
+ *
+ * Plain class: `@SingleFlight` uses it through Nest, tests and scripts with `new`. The steps are
+ * public ({@link settle}, {@link admit}, {@link leave}) so that features can be layered on.
  *
  * @example
  * ```ts
  * const engine = new SingleFlightEngine({ lock: new RedisLockService({ redis: () => new Redis() }) });
- * const report = await engine.run('report:1', async () => {
- *   return (await cache.get('report:1')) ?? (await buildAndCache('report:1'));
- * });
+ * const report = await engine.run('report:1', () => buildReport(1), { share: true });
  * ```
  */
-export class SingleFlightEngine {
+export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   readonly defaults: SingleFlightSettings;
+  /** The circuit breaker in front of Redis, if any. */
+  readonly breaker: CircuitBreaker | undefined;
   protected readonly lock: SingleFlightLock;
   protected readonly waitStrategy: WaitStrategy;
   protected readonly messages: BufferLockMessages;
   protected readonly log: ThrottledLog;
-  /** Waiting callers of one key take turns in this process; only the one in turn asks Redis. */
-  protected readonly turns = new LocalTurns();
-  private readonly passOn = new WeakMap<Admission, () => void>();
+  protected readonly results: SharedResultStore;
+  /** The flights in progress in this process, by Redis key. */
+  private readonly flights = new Map<string, { promise?: Promise<unknown> }>();
 
-  constructor(options: SingleFlightEngineOptions) {
+  constructor(private readonly options: SingleFlightEngineOptions) {
+    super();
     this.lock = options.lock;
     this.defaults = {
       ttl: options.lock.ttl,
       lockTimeout: BUFFER_LOCK_DEFAULTS.lockTimeout,
       onBusy: BUFFER_LOCK_DEFAULTS.onBusy,
+      share: BUFFER_LOCK_DEFAULTS.share,
+      onRedisError: BUFFER_LOCK_DEFAULTS.onRedisError,
       ...withoutUndefined(options.defaults ?? {}),
     };
-    this.waitStrategy = options.waitStrategy ?? new PollingWaitStrategy();
+    const client = () => this.lock.getClient();
+    this.waitStrategy = options.waitStrategy ?? new PubSubWaitStrategy({ client });
     this.messages = options.messages ?? new BufferLockMessages();
     this.log = new ThrottledLog(
       options.logger ?? new Logger('BufferLock'),
@@ -121,39 +201,72 @@ export class SingleFlightEngine {
       (options.logInterval ?? BUFFER_LOCK_DEFAULTS.logInterval) * 1000,
       options.now,
     );
+    this.results = new SharedResultStore({
+      client,
+      serializer: options.serializer,
+      messages: this.messages,
+    });
+    const breaker = options.circuitBreaker ?? BUFFER_LOCK_DEFAULTS.circuitBreaker;
+    this.breaker =
+      breaker === false
+        ? undefined
+        : new CircuitBreaker({
+            ...breaker,
+            now: options.now,
+            onStateChange: (state, previous) => this.breakerMoved(state, previous),
+          });
+  }
+
+  /** How many keys have a flight in progress in this process (for tests and diagnostics). */
+  get inFlight(): number {
+    return this.flights.size;
   }
 
   /**
-   * Runs `work` under the lock on `cacheKey` and resolves to its value, or rejects with its error,
-   * unchanged. The lock is released when `work` settles (also when it throws); `'skip'` resolves
-   * `undefined` without running it. If `work` returns an Observable while the lock is held, the
-   * lock is held until that Observable completes, errors or is unsubscribed.
+   * Runs `work` as the single flight of `cacheKey` and resolves to its value, or rejects with its
+   * error, unchanged; a caller that joined a flight in progress gets that flight's outcome. The
+   * lock is released when `work` settles. `'skip'` resolves `undefined` without running it. If
+   * `work` returns an Observable while the lock is held, the lock is held until that Observable
+   * completes, errors or is unsubscribed.
    */
-  async run<T>(
+  run<T>(
     cacheKey: string,
     work: () => T,
     settings?: Partial<SingleFlightSettings>,
   ): Promise<Awaited<T> | undefined> {
-    const admission = await this.admit(cacheKey, this.settle(settings));
-    if (admission.kind === 'skipped') return undefined;
-    let handedOver = false;
+    let redisKey: string;
+    let settled: SingleFlightSettings;
     try {
-      const value = await work();
-      if (admission.kind === 'locked' && isObservable(value)) {
-        handedOver = true;
-        return value.pipe(finalize(() => void this.leave(admission))) as Awaited<T>;
-      }
-      return value;
-    } finally {
-      if (!handedOver) await this.leave(admission);
+      settled = this.settle(settings);
+      redisKey = this.lock.redisKey(cacheKey);
+    } catch (error) {
+      return Promise.reject(error);
     }
+    const existing = this.flights.get(redisKey);
+    if (existing) {
+      if (settled.onBusy === 'skip') return Promise.resolve(undefined);
+      if (settled.onBusy === 'throw') return Promise.reject(this.busy(cacheKey));
+      return existing.promise as Promise<Awaited<T> | undefined>;
+    }
+    const entry: { promise?: Promise<unknown> } = {};
+    this.flights.set(redisKey, entry);
+    const promise = (async (): Promise<Awaited<T> | undefined> => {
+      try {
+        return await this.lead(cacheKey, work, settled);
+      } finally {
+        // Before the outcome reaches anyone: a call after it starts a new flight.
+        if (this.flights.get(redisKey) === entry) this.flights.delete(redisKey);
+      }
+    })();
+    entry.promise = promise;
+    return promise;
   }
 
   /**
    * The Observable form of {@link run}: nothing happens until subscription; then the lock is
-   * taken, `work()` is subscribed to, and the lock is held until it completes, errors or is
-   * unsubscribed. `'skip'` emits `undefined` and completes; `'throw'` errors with
-   * {@link LockBusyError}.
+   * taken, `work()` is subscribed to, and the lock is held (and watched) until it completes,
+   * errors or is unsubscribed. `'skip'` emits `undefined` and completes; `'throw'` errors with
+   * {@link LockBusyError}. Each subscription is its own call: Observables are not shared.
    */
   runObservable<T>(
     cacheKey: string,
@@ -162,24 +275,33 @@ export class SingleFlightEngine {
   ): Observable<T | undefined> {
     return new Observable<T | undefined>((subscriber) => {
       let inner: Subscription | undefined;
-      this.admit(cacheKey, this.settle(settings)).then(
-        (admission) => {
-          if (subscriber.closed) return void this.leave(admission);
-          if (admission.kind === 'skipped') {
-            subscriber.next(undefined);
-            return subscriber.complete();
-          }
-          let source: Observable<T>;
-          try {
-            source = work();
-          } catch (error) {
-            void this.leave(admission);
-            return subscriber.error(error);
-          }
-          inner = source.pipe(finalize(() => void this.leave(admission))).subscribe(subscriber);
-        },
-        (error: unknown) => subscriber.error(error),
-      );
+      const run = async (): Promise<void> => {
+        const settled = this.settle({ ...settings, share: false });
+        const admission = await this.admit(cacheKey, settled);
+        if (subscriber.closed) return void this.leave(admission);
+        if (admission.kind === 'skipped' || admission.kind === 'shared') {
+          subscriber.next(undefined);
+          return subscriber.complete();
+        }
+        const { context, done } = this.contextOf(cacheKey, admission, settled);
+        let source: Observable<T>;
+        try {
+          source = runInFlight(context, work);
+        } catch (error) {
+          done();
+          void this.leave(admission);
+          return subscriber.error(error);
+        }
+        inner = source
+          .pipe(
+            finalize(() => {
+              done();
+              void this.leave(admission);
+            }),
+          )
+          .subscribe(subscriber);
+      };
+      run().catch((error: unknown) => subscriber.error(error));
       return () => inner?.unsubscribe();
     });
   }
@@ -191,60 +313,28 @@ export class SingleFlightEngine {
 
   /**
    * Decides how a call may proceed: takes the lock, or (busy) waits, skips or throws
-   * {@link LockBusyError} as `settings.onBusy` says. Redis trouble gives `'unlocked'` and a log
-   * line. Never rejects except with `LockBusyError`. `'wait'` callers of one key in this process
-   * first take turns among themselves, so only one of them at a time asks Redis.
+   * {@link LockBusyError} as `settings.onBusy` says. A `'wait'` caller that is woken reads the
+   * shared result first when `settings.share` is on. Redis trouble (or an open breaker) gives
+   * `'unlocked'` and a log line, or, with `onRedisError: 'throw'`, a {@link RedisUnavailableError}.
+   * Rejects with nothing else.
    */
   async admit(cacheKey: string, settings: SingleFlightSettings): Promise<Admission> {
-    if (settings.onBusy !== 'wait') return this.tryOnce(cacheKey, settings);
-    const deadline = Date.now() + settings.lockTimeout * 1000;
-    const passOn = await this.turns.take(this.lock.redisKey(cacheKey), deadline);
-    try {
-      const admission = await this.acquireOrWait(cacheKey, settings, deadline);
-      this.passOn.set(admission, passOn);
-      return admission;
-    } catch (error) {
-      passOn();
-      throw error;
-    }
-  }
-
-  /**
-   * Releases a held lock, then lets the next local caller of the key go. A failed release is
-   * logged, never thrown: the TTL expires the lock.
-   */
-  async leave(admission: Admission): Promise<void> {
-    try {
-      if (admission.kind !== 'locked') return;
-      const [, error] = await this.lock.release(admission.guard);
-      if (error) this.log.warn(error.code, error.message);
-    } finally {
-      this.passOn.get(admission)?.();
-      this.passOn.delete(admission);
-    }
-  }
-
-  /** `'skip'` and `'throw'`: one try, no waiting. */
-  protected async tryOnce(cacheKey: string, settings: SingleFlightSettings): Promise<Admission> {
-    const [guard, error] = await this.lock.acquire(cacheKey, settings.ttl);
-    if (guard) return { kind: 'locked', guard };
-    if (error) return this.failOpen(cacheKey, error);
-    if (settings.onBusy === 'skip') return { kind: 'skipped' };
-    throw new LockBusyError(this.messages.render('lock_busy'), cacheKey);
-  }
-
-  /** `'wait'`: take the lock, or try again each time the wait strategy says it may be free. */
-  protected async acquireOrWait(
-    cacheKey: string,
-    settings: SingleFlightSettings,
-    deadline: number,
-  ): Promise<Admission> {
     const redisKey = this.lock.redisKey(cacheKey);
+    const deadline = Date.now() + settings.lockTimeout * 1000;
     for (let first = true; ; first = false) {
-      if (!first) await this.waitStrategy.waitForRelease(redisKey, deadline);
-      const [guard, error] = await this.lock.acquire(cacheKey, settings.ttl);
+      if (!first) {
+        await this.waitStrategy.waitForRelease(redisKey, deadline);
+        if (settings.share) {
+          const found = await this.results.read(redisKey, cacheKey);
+          if (found.status === 'hit') return { kind: 'shared', value: found.value };
+          if (found.status === 'error') this.log.warn(found.error.code, found.error.message);
+        }
+      }
+      const [guard, error] = await this.acquire(cacheKey, settings.ttl);
       if (guard) return { kind: 'locked', guard };
-      if (error) return this.failOpen(cacheKey, error);
+      if (error) return this.redisTrouble(cacheKey, settings, error);
+      if (settings.onBusy === 'skip') return { kind: 'skipped' };
+      if (settings.onBusy === 'throw') throw this.busy(cacheKey);
       if (Date.now() >= deadline) {
         const line = this.messages.render('lock_wait_timeout', {
           SECONDS: settings.lockTimeout,
@@ -256,11 +346,177 @@ export class SingleFlightEngine {
     }
   }
 
-  /** The spec's plugin: log the error and go on without a cross-worker lock. */
-  protected failOpen(cacheKey: string, error: LockError): Admission {
+  /**
+   * Releases a held lock. A failed release is logged, never thrown: the TTL expires the lock.
+   */
+  async leave(admission: Admission): Promise<void> {
+    if (admission.kind !== 'locked') return;
+    const [, error] = await this.lock.release(admission.guard);
+    if (error) this.redisFailed(error);
+  }
+
+  /** The leader of a flight: admitted, it runs the work (or returns the shared result). */
+  protected async lead<T>(
+    cacheKey: string,
+    work: () => T,
+    settings: SingleFlightSettings,
+  ): Promise<Awaited<T> | undefined> {
+    const admission = await this.admit(cacheKey, settings);
+    switch (admission.kind) {
+      case 'skipped':
+        return undefined;
+      case 'shared':
+        return admission.value as Awaited<T>;
+      case 'unlocked':
+        return await runInFlight(this.contextOf(cacheKey, admission).context, work);
+      case 'locked':
+        return await this.runLocked(cacheKey, admission.guard, work, settings);
+    }
+  }
+
+  /** Runs `work` holding the lock, under the watchdog; shares and releases when it settles. */
+  protected async runLocked<T>(
+    cacheKey: string,
+    guard: LockGuard,
+    work: () => T,
+    settings: SingleFlightSettings,
+  ): Promise<Awaited<T>> {
+    const admission: Admission = { kind: 'locked', guard };
+    const { context, done } = this.contextOf(cacheKey, admission, settings);
+    let value: Awaited<T>;
+    try {
+      value = await runInFlight(context, work);
+    } catch (error) {
+      done();
+      await this.release(guard, settings);
+      throw error;
+    }
+    if (isObservable(value) && !settings.share) {
+      return value.pipe(
+        finalize(() => {
+          done();
+          void this.leave(admission);
+        }),
+      ) as Awaited<T>;
+    }
+    if (!settings.share) {
+      done();
+      await this.leave(admission);
+      return value;
+    }
+    let payload: string;
+    try {
+      payload = this.results.serialize(value, cacheKey);
+    } catch (error) {
+      done();
+      await this.release(guard, settings);
+      throw error;
+    }
+    done();
+    const [, error] = await this.results.storeAndRelease(guard, payload, settings.lockTimeout);
+    if (error) this.redisFailed(error);
+    return value;
+  }
+
+  /** Releases without sharing; with `share` on, also removes an older result (nothing to share). */
+  private async release(guard: LockGuard, settings: SingleFlightSettings): Promise<void> {
+    if (!settings.share) return this.leave({ kind: 'locked', guard });
+    const [, error] = await this.results.storeAndRelease(guard, undefined);
+    if (error) this.redisFailed(error);
+  }
+
+  /** The work's {@link FlightContext}; a held lock gets a watchdog, stopped by `done()`. */
+  private contextOf(
+    cacheKey: string,
+    admission: Admission,
+    settings: Pick<SingleFlightSettings, 'ttl' | 'maxHold'> = this.defaults,
+  ): { context: FlightContext; done: () => void } {
+    if (admission.kind !== 'locked') {
+      return {
+        context: { cacheKey, locked: false, signal: NEVER_ABORTED, fence: undefined },
+        done: () => {},
+      };
+    }
+    const watchdog = new LockWatchdog({
+      lock: this.lock,
+      guard: admission.guard,
+      ttl: settings.ttl,
+      maxHold: settings.maxHold,
+      onLockLost: (event) => this.lockLost({ ...event, cacheKey }),
+    }).start();
+    return {
+      context: { cacheKey, locked: true, signal: watchdog.signal, fence: admission.guard.fence },
+      done: () => watchdog.stop(),
+    };
+  }
+
+  /** `lock.acquire` behind the circuit breaker. */
+  private async acquire(cacheKey: string, ttl: number): Promise<AcquireResult> {
+    if (this.breaker && !this.breaker.allow()) {
+      const text = this.messages.render('lock_breaker_skip', { KEY: cacheKey });
+      return [undefined, new LockError('lock_breaker_skip', text)];
+    }
+    const result = await this.lock.acquire(cacheKey, ttl);
+    const [, error] = result;
+    if (!error) this.breaker?.success();
+    else if (REDIS_FAILURES.has(error.code)) this.breaker?.failure();
+    return result;
+  }
+
+  /** Redis could not be asked: fail open (logged), or throw, as `onRedisError` says. */
+  private redisTrouble(
+    cacheKey: string,
+    settings: SingleFlightSettings,
+    error: LockError,
+  ): Admission {
+    const skipped = error.code === 'lock_breaker_skip';
+    if (settings.onRedisError === 'throw') {
+      if (!skipped) this.log.error(error.code, error.message);
+      throw new RedisUnavailableError(this.messages.render('redis_unavailable'), error, cacheKey);
+    }
+    if (skipped) {
+      this.log.warn('lock_breaker_skip', error.message);
+      return { kind: 'unlocked', reason: 'breaker-open' };
+    }
     const line = this.messages.render('lock_fail_open', { ERROR: error.message, KEY: cacheKey });
     this.log.error('lock_fail_open', line);
     return { kind: 'unlocked', reason: 'redis-error' };
+  }
+
+  /** A release or shared-result write that Redis did not answer: logged, counted. */
+  private redisFailed(error: LockError): void {
+    this.log.warn(error.code, error.message);
+    if (REDIS_FAILURES.has(error.code) || error.cause !== undefined) this.breaker?.failure();
+  }
+
+  private lockLost(event: FlightLockLostEvent): void {
+    const line = this.messages.render('lock_lost', { KEY: event.cacheKey, REASON: event.reason });
+    this.log.warn('lock_lost', line);
+    this.emit('lockLost', event);
+    this.options.onLockLost?.(event);
+  }
+
+  private breakerMoved(state: CircuitState, previous: CircuitState): void {
+    if (state === 'open') {
+      const line = this.messages.render('lock_breaker_open', {
+        FAILURES: this.breaker?.consecutiveFailures ?? 0,
+        SECONDS:
+          (this.options.circuitBreaker || undefined)?.openSeconds ??
+          CIRCUIT_BREAKER_DEFAULTS.openSeconds,
+      });
+      this.log.error('lock_breaker_open', line);
+    } else if (state === 'closed') {
+      this.log.log('lock_breaker_closed', this.messages.render('lock_breaker_closed'));
+    }
+    try {
+      this.emit('breaker', state, previous);
+    } catch {
+      // A listener's error is the listener's.
+    }
+  }
+
+  private busy(cacheKey: string): LockBusyError {
+    return new LockBusyError(this.messages.render('lock_busy'), cacheKey);
   }
 }
 

@@ -34,6 +34,11 @@ export class ThrottledLog {
     if (text !== undefined) this.logger.error(text);
   }
 
+  log(id: MessageId, line: string): void {
+    const text = this.admit(id, line);
+    if (text !== undefined) this.logger.log(text);
+  }
+
   warn(id: MessageId, line: string): void {
     const text = this.admit(id, line);
     if (text !== undefined) this.logger.warn(text);

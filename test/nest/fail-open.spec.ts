@@ -75,10 +75,17 @@ describe('(4) acquire with Redis unreachable: log, then run without a cross-work
     }
     expect(runs).toBe(20);
     const errors = logger.at('error');
-    expect(errors).toHaveLength(1); // rate limited: logInterval is 10 s
+    // Rate limited (logInterval is 10 s): one fail-open line; then the breaker opened (5 failures).
+    expect(errors).toHaveLength(2);
     expect(errors[0]).toMatch(
       /^Redis lock failed: .+; running report without a cross-worker lock$/,
     );
+    expect(errors[1]).toBe(
+      ENGLISH_MESSAGES.lock_breaker_open.replace('FAILURES', '5').replace('SECONDS', '10'),
+    );
+    expect(logger.at('warn')).toEqual([
+      ENGLISH_MESSAGES.lock_breaker_skip.replace('KEY', 'report'),
+    ]);
   });
 
   it('works the same for a plain engine outside Nest', async () => {

@@ -29,11 +29,13 @@ afterAll(() => server.stop());
 
 describe('SingleFlightEngine without Nest', () => {
   it('fills settings from its defaults and the lock', () => {
-    expect(engine.settle()).toEqual({ ttl: 60, lockTimeout: 2, onBusy: 'wait' });
+    const rest = { share: false, onRedisError: 'proceed' };
+    expect(engine.settle()).toEqual({ ttl: 60, lockTimeout: 2, onBusy: 'wait', ...rest });
     expect(engine.settle({ onBusy: 'skip', ttl: undefined })).toEqual({
       ttl: 60,
       lockTimeout: 2,
       onBusy: 'skip',
+      ...rest,
     });
   });
 
@@ -105,43 +107,5 @@ describe('SingleFlightEngine without Nest', () => {
     expect(value).toBe('value');
     expect(own.at('warn')).toHaveLength(1);
     expect(own.at('warn')[0]).toMatch(/^Redis unlock failed: /);
-  });
-});
-
-describe("'wait' callers of one key in one process take turns locally", () => {
-  it('asks Redis with at most one acquire in flight at a time, and runs them all in order', async () => {
-    let inFlight = 0;
-    let most = 0;
-    let acquires = 0;
-    const counting = {
-      ttl: lock.ttl,
-      redisKey: (cacheKey: string) => lock.redisKey(cacheKey),
-      release: lock.release.bind(lock),
-      async acquire(cacheKey: string, ttl?: number) {
-        acquires++;
-        most = Math.max(most, ++inFlight);
-        try {
-          return await lock.acquire(cacheKey, ttl);
-        } finally {
-          inFlight--;
-        }
-      },
-    };
-    const local = new SingleFlightEngine({ lock: counting, logger });
-    const [foreign] = await lock.acquire('turns'); // another worker builds for 300 ms
-    setTimeout(() => void lock.release(foreign!), 300);
-    const order: number[] = [];
-    const results = await Promise.all(
-      Array.from({ length: 50 }, (_, i) =>
-        local.run('turns', async () => {
-          order.push(i);
-          return (await held('turns')) ? i : -1;
-        }),
-      ),
-    );
-    expect(results).toEqual(Array.from({ length: 50 }, (_, i) => i)); // each ran under the lock
-    expect(order).toEqual(Array.from({ length: 50 }, (_, i) => i)); // first come, first served
-    expect(most).toBe(1); // one poller while the foreign holder builds, not 50
-    expect(acquires).toBeGreaterThan(50); // the polls, then one acquire per caller
   });
 });

@@ -1,0 +1,49 @@
+import type { LoggerService } from '@nestjs/common';
+import { RedisLockService, type RedisScriptClient } from '../../lib/index.js';
+
+/** A logger that drops everything. */
+export const silent: LoggerService = { log() {}, warn() {}, error() {} };
+
+/** `lock` with its `acquire` calls counted (the real service underneath). */
+export function countingLock<L extends RedisLockService>(
+  lock: L,
+): { lock: L; acquires: () => number } {
+  let acquires = 0;
+  const proxy = new Proxy(lock, {
+    get(target, property) {
+      if (property === 'acquire') {
+        return (...args: Parameters<RedisLockService['acquire']>) => {
+          acquires++;
+          return target.acquire(...args);
+        };
+      }
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  return { lock: proxy, acquires: () => acquires };
+}
+
+/** `client` with its script calls (eval, evalsha) counted; everything else passes through. */
+export function countingClient<C extends RedisScriptClient>(
+  client: C,
+): { client: C; calls: () => number } {
+  let calls = 0;
+  const proxy = new Proxy(client, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property, target);
+      if (typeof value !== 'function') return value;
+      if (property === 'eval' || property === 'evalsha') {
+        return (...args: unknown[]) => {
+          calls++;
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      }
+      return (value as (...a: unknown[]) => unknown).bind(target);
+    },
+  });
+  return { client: proxy, calls: () => calls };
+}
+
+/** Sleeps `ms`. */
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
