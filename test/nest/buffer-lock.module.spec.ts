@@ -86,7 +86,11 @@ describe('forRoot', () => {
       onBusy: 'wait',
       locale: 'en',
       logInterval: 10,
+      share: false,
+      onRedisError: 'proceed',
+      circuitBreaker: { failureThreshold: 5, openSeconds: 10, probes: 1 },
     });
+    expect(options.maxHold).toBeUndefined();
     expect(options.lockTimeout).toBeLessThan(options.ttl);
     const lock = ref.get(RedisLockService);
     const [guard] = await lock.acquire('forRoot');
@@ -215,6 +219,27 @@ describe('validation at bootstrap', () => {
     ['logger without methods', { logger: {} }, 'logger_invalid'],
     ['logInterval negative', { logInterval: -1 }, 'log_interval_invalid'],
     ['messages with an unknown id', { messages: { nope: 'x' } }, 'redis_messages_invalid'],
+    ['share not a boolean', { share: 'yes' }, 'share_invalid'],
+    [
+      'serializer without deserialize()',
+      { serializer: { serialize: String } },
+      'serializer_invalid',
+    ],
+    ['onRedisError unknown', { onRedisError: 'retry' }, 'on_redis_error_invalid'],
+    ['maxHold zero', { maxHold: 0 }, 'max_hold_invalid'],
+    ['onLockLost not a function', { onLockLost: 'log' }, 'on_lock_lost_invalid'],
+    ['circuitBreaker true', { circuitBreaker: true }, 'circuit_breaker_invalid'],
+    [
+      'circuitBreaker.failureThreshold a fraction',
+      { circuitBreaker: { failureThreshold: 2.5 } },
+      'breaker_failures_invalid',
+    ],
+    [
+      'circuitBreaker.openSeconds negative',
+      { circuitBreaker: { openSeconds: -1 } },
+      'breaker_open_seconds_invalid',
+    ],
+    ['circuitBreaker.probes zero', { circuitBreaker: { probes: 0 } }, 'breaker_probes_invalid'],
   ];
   for (const [name, options, code] of cases) {
     it(`rejects ${name} with ${code}`, async () => {
