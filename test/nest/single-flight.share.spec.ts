@@ -145,20 +145,22 @@ describe('share: true across two apps (workers)', () => {
   });
 });
 
+/** Defines a class with a @Res() handler and share: true. */
+function defineResHandler(): unknown {
+  class Bad {
+    @SingleFlight('bad', { share: true })
+    handler(@Res() res: unknown): unknown {
+      return res;
+    }
+  }
+  return Bad;
+}
+
 describe('share: unshareable handlers are refused', () => {
   it('@Res() with share: true on the decorator: when the class is defined', () => {
-    const define = () => {
-      class Bad {
-        @SingleFlight('bad', { share: true })
-        handler(@Res() res: unknown): unknown {
-          return res;
-        }
-      }
-      return Bad;
-    };
     const error: unknown = (() => {
       try {
-        define();
+        defineResHandler();
       } catch (e) {
         return e;
       }
