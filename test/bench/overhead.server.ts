@@ -6,7 +6,12 @@ import { Controller, Get, Module, Param } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { decorate, singleFlightApi } from './features.js';
 
-const url = `redis://127.0.0.1:${process.env['BENCH_REDIS_PORT']}`;
+const port = Number(process.env['BENCH_REDIS_PORT']);
+// BENCH_AUTO_PIPELINING=1: ioredis options with enableAutoPipelining instead of a URL.
+const redis =
+  process.env['BENCH_AUTO_PIPELINING'] === '1'
+    ? { host: '127.0.0.1', port, enableAutoPipelining: true }
+    : `redis://127.0.0.1:${port}`;
 
 @Controller()
 class ItemsController {
@@ -36,7 +41,7 @@ async function main(): Promise<void> {
   // oxlint-disable-next-line typescript/no-extraneous-class -- a Nest module class is empty
   const AppModule = class {};
   Module({
-    imports: [api.BufferLockModule.forRoot({ redis: url, namespace: 'bench:http:' })],
+    imports: [api.BufferLockModule.forRoot({ redis, namespace: 'bench:http:' })],
     controllers: [ItemsController],
   })(AppModule);
   const app = await NestFactory.create(AppModule, { logger: false });
