@@ -14,6 +14,8 @@ import {
   type SingleFlightEngineOptions,
 } from '../../lib/index.js';
 import { MemoryLogger, deferred, until } from '../nest/nest-helpers.js';
+import type { Cluster, Redis } from 'ioredis';
+import { startRedisCluster } from '../support/redis-cluster.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { countingClient, countingLock, silent, sleep } from './support.js';
 
@@ -23,11 +25,24 @@ import { countingClient, countingLock, silent, sleep } from './support.js';
  * multi-process spec does the same with real processes).
  */
 
-let server: RedisServer;
-beforeAll(async () => {
-  server = await startRedis();
-});
-afterAll(() => server.stop());
+/** The Redis of the sections that run on both: a client factory, and how to stop it. */
+interface Backend {
+  client(): Redis | Cluster;
+  stop(): Promise<void>;
+}
+
+const backends: Record<string, () => Promise<Backend>> = {
+  async 'a standalone Redis'() {
+    const server: RedisServer = await startRedis();
+    return { client: () => server.client(), stop: () => server.stop() };
+  },
+  async 'a 3-master Redis Cluster'() {
+    const cluster = await startRedisCluster();
+    return { client: () => cluster.client(), stop: () => cluster.stop() };
+  },
+};
+
+let backend: Backend;
 
 interface Worker {
   engine: SingleFlightEngine;
@@ -40,7 +55,11 @@ function worker(
   options: Partial<SingleFlightEngineOptions> = {},
   lockOptions: { ttl?: number; fencing?: boolean } = {},
 ): Worker {
-  const service = new RedisLockService({ redis: () => server.client(), namespace, ...lockOptions });
+  const service = new RedisLockService({
+    redis: () => backend.client(),
+    namespace,
+    ...lockOptions,
+  });
   const { lock, acquires } = countingLock(service);
   const engine = new SingleFlightEngine({
     lock,
@@ -51,240 +70,249 @@ function worker(
   return { engine, lock: service, acquires };
 }
 
-describe('1. two-level single flight: in-process callers share the leader’s promise', () => {
-  it('200 concurrent callers: one Redis acquire, one run, the same value for all', async () => {
-    const w = worker('tl:one:');
-    let runs = 0;
-    const gate = deferred();
-    const calls = Array.from({ length: 200 }, () =>
-      w.engine.run('cold', async () => {
-        runs++;
-        await gate.promise;
-        return { built: runs };
-      }),
-    );
-    expect(w.engine.inFlight).toBe(1);
-    await until(() => runs === 1);
-    gate.resolve();
-    const values = await Promise.all(calls);
-    expect(runs).toBe(1);
-    expect(w.acquires()).toBe(1);
-    expect(new Set(values).size).toBe(1); // the very same object
-    expect(values[0]).toEqual({ built: 1 });
-    expect(w.engine.inFlight).toBe(0);
-  });
+for (const [name, start] of Object.entries(backends)) {
+  describe(`on ${name}`, () => {
+    beforeAll(async () => {
+      backend = await start();
+    }, 60_000);
+    afterAll(() => backend.stop());
 
-  it('followers get the leader’s very error; the next call after it is a new flight', async () => {
-    const w = worker('tl:err:');
-    const boom = new Error('boom');
-    let runs = 0;
-    const work = async (): Promise<string> => {
-      runs++;
-      await sleep(50);
-      throw boom;
-    };
-    const outcomes = await Promise.allSettled(
-      Array.from({ length: 20 }, () => w.engine.run('k', work)),
-    );
-    expect(outcomes.every((o) => o.status === 'rejected' && o.reason === boom)).toBe(true);
-    expect([runs, w.acquires()]).toEqual([1, 1]);
-    await expect(w.engine.run('k', () => 'again')).resolves.toBe('again');
-    expect(w.acquires()).toBe(2);
-  });
+    describe('1. two-level single flight: in-process callers share the leader’s promise', () => {
+      it('200 concurrent callers: one Redis acquire, one run, the same value for all', async () => {
+        const w = worker('tl:one:');
+        let runs = 0;
+        const gate = deferred();
+        const calls = Array.from({ length: 200 }, () =>
+          w.engine.run('cold', async () => {
+            runs++;
+            await gate.promise;
+            return { built: runs };
+          }),
+        );
+        expect(w.engine.inFlight).toBe(1);
+        await until(() => runs === 1);
+        gate.resolve();
+        const values = await Promise.all(calls);
+        expect(runs).toBe(1);
+        expect(w.acquires()).toBe(1);
+        expect(new Set(values).size).toBe(1); // the very same object
+        expect(values[0]).toEqual({ built: 1 });
+        expect(w.engine.inFlight).toBe(0);
+      });
 
-  it("'skip' and 'throw' callers that find a flight in progress skip or throw without Redis", async () => {
-    const w = worker('tl:busy:');
-    const gate = deferred();
-    const leader = w.engine.run('k', async () => {
-      await gate.promise;
-      return 'leader';
-    });
-    await expect(w.engine.run('k', () => 'x', { onBusy: 'skip' })).resolves.toBeUndefined();
-    await expect(w.engine.run('k', () => 'x', { onBusy: 'throw' })).rejects.toBeInstanceOf(
-      LockBusyError,
-    );
-    expect(w.acquires()).toBe(1);
-    gate.resolve();
-    expect(await leader).toBe('leader');
-  });
-
-  it('different keys are different flights', async () => {
-    const w = worker('tl:keys:');
-    const values = await Promise.all(['a', 'b', 'a', 'b'].map((k) => w.engine.run(k, () => k)));
-    expect(values).toEqual(['a', 'b', 'a', 'b']);
-    expect(w.acquires()).toBe(2);
-  });
-});
-
-describe('2. wake on release: waiters in other workers are woken by the release', () => {
-  it('a waiter runs right after the holder releases, long before the TTL and the deadline', async () => {
-    const a = worker('wk:', {}, { ttl: 60 });
-    const b = worker('wk:', {}, { ttl: 60 });
-    const order: string[] = [];
-    const gate = deferred();
-    const holder = a.engine.run('k', async () => {
-      order.push('holder start');
-      await gate.promise;
-      order.push('holder end');
-    });
-    await until(() => order.length === 1);
-    const waiter = b.engine.run('k', () => void order.push('waiter ran'));
-    await sleep(200);
-    expect(order).toEqual(['holder start']);
-    const released = Date.now();
-    gate.resolve();
-    await Promise.all([holder, waiter]);
-    expect(order).toEqual(['holder start', 'holder end', 'waiter ran']);
-    expect(Date.now() - released).toBeLessThan(20_000); // the deadline (lockTimeout) is 20 s
-    expect(b.acquires()).toBe(2); // busy once, then taken after the wake-up: no polling
-  });
-});
-
-describe('3. share: the leader’s result reaches waiters in other workers', () => {
-  it('3 workers × 50 callers: one run, everyone gets the value, ≤ 1 acquire per worker', async () => {
-    const workers = [1, 2, 3].map(() => worker('sh:three:', { defaults: { share: true } }));
-    let runs = 0;
-    const started = deferred();
-    const gate = deferred();
-    const leaderCalls = Array.from({ length: 50 }, () =>
-      workers[0]!.engine.run('cold', async () => {
-        runs++;
-        started.resolve();
-        await gate.promise;
-        return { total: 42, at: [1, 2] };
-      }),
-    );
-    await started.promise;
-    const others = workers.slice(1).flatMap((w) =>
-      Array.from({ length: 50 }, () =>
-        w.engine.run('cold', () => {
+      it('followers get the leader’s very error; the next call after it is a new flight', async () => {
+        const w = worker('tl:err:');
+        const boom = new Error('boom');
+        let runs = 0;
+        const work = async (): Promise<string> => {
           runs++;
-          return { total: -1, at: [] };
-        }),
-      ),
-    );
-    await sleep(200);
-    gate.resolve();
-    const values = await Promise.all([...leaderCalls, ...others]);
-    expect(runs).toBe(1);
-    expect(values.every((v) => JSON.stringify(v) === '{"total":42,"at":[1,2]}')).toBe(true);
-    expect(workers.map((w) => w.acquires())).toEqual([1, 1, 1]);
-  });
+          await sleep(50);
+          throw boom;
+        };
+        const outcomes = await Promise.allSettled(
+          Array.from({ length: 20 }, () => w.engine.run('k', work)),
+        );
+        expect(outcomes.every((o) => o.status === 'rejected' && o.reason === boom)).toBe(true);
+        expect([runs, w.acquires()]).toEqual([1, 1]);
+        await expect(w.engine.run('k', () => 'again')).resolves.toBe('again');
+        expect(w.acquires()).toBe(2);
+      });
 
-  it('an unserializable result: a clear catalog error at the first call, nothing stored', async () => {
-    const w = worker('sh:bad:', { defaults: { share: true } });
-    const error: unknown = await w.engine
-      .run('stream', () => ({ body: Readable.from(['x']) }))
-      .catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(LockError);
-    expect((error as LockError).code).toBe('shared_result_unserializable');
-    expect((error as LockError).message).toBe(
-      ENGLISH_MESSAGES.shared_result_unserializable
-        .replace('KEY', 'stream')
-        .replace('WHAT', 'a stream')
-        .replace('PATH', '$.body'),
-    );
-    const admin = server.client();
-    expect(
-      await admin.exists(w.lock.redisKey('stream'), resultKey(w.lock.redisKey('stream'))),
-    ).toBe(0);
-  });
+      it("'skip' and 'throw' callers that find a flight in progress skip or throw without Redis", async () => {
+        const w = worker('tl:busy:');
+        const gate = deferred();
+        const leader = w.engine.run('k', async () => {
+          await gate.promise;
+          return 'leader';
+        });
+        await expect(w.engine.run('k', () => 'x', { onBusy: 'skip' })).resolves.toBeUndefined();
+        await expect(w.engine.run('k', () => 'x', { onBusy: 'throw' })).rejects.toBeInstanceOf(
+          LockBusyError,
+        );
+        expect(w.acquires()).toBe(1);
+        gate.resolve();
+        expect(await leader).toBe('leader');
+      });
 
-  it('the leader throws: nothing is shared, and one waiter becomes the next leader', async () => {
-    const workers = [1, 2, 3].map(() => worker('sh:throw:', { defaults: { share: true } }));
-    const admin = server.client();
-    // An older result is in Redis: a failed leader must not let waiters read it.
-    await admin.set(resultKey(workers[0]!.lock.redisKey('k')), '"stale"', 'PX', 60_000);
-    const ran: string[] = [];
-    const started = deferred();
-    const gate = deferred();
-    const failing = workers[0]!.engine.run('k', async () => {
-      ran.push('first');
-      started.resolve();
-      await gate.promise;
-      throw new Error('first failed');
+      it('different keys are different flights', async () => {
+        const w = worker('tl:keys:');
+        const values = await Promise.all(['a', 'b', 'a', 'b'].map((k) => w.engine.run(k, () => k)));
+        expect(values).toEqual(['a', 'b', 'a', 'b']);
+        expect(w.acquires()).toBe(2);
+      });
     });
-    await started.promise;
-    const waiters = workers.slice(1).map((w, i) =>
-      w.engine.run('k', async () => {
-        ran.push(`next ${i}`);
-        await sleep(100);
-        return `from ${i}`;
-      }),
-    );
-    await sleep(200);
-    gate.resolve();
-    await expect(failing).rejects.toThrow('first failed');
-    const values = await Promise.all(waiters);
-    expect(ran).toHaveLength(2); // the failed leader and exactly one successor
-    expect(ran[0]).toBe('first');
-    const successor = ran[1]!;
-    expect(values).toEqual([`from ${successor.slice(5)}`, `from ${successor.slice(5)}`]);
-  });
-});
 
-describe('4. long builds: watchdog, maxHold, lost lock, fencing', () => {
-  it('the watchdog keeps a 3×TTL build exclusive', async () => {
-    const ttl = 0.6;
-    const a = worker('wd:', {}, { ttl });
-    const b = worker('wd:', { defaults: { onBusy: 'skip' } }, { ttl });
-    let skipped = 0;
-    const holder = a.engine.run('k', async () => {
-      const end = Date.now() + 3 * ttl * 1000;
-      while (Date.now() < end) {
-        // Another worker tries all along; it must never get in.
-        if ((await b.engine.run('k', () => 'intruder')) === undefined) skipped++;
-        else throw new Error('the lock was not exclusive');
-        await sleep(50);
-      }
-      return currentFlight()!.signal.aborted;
+    describe('2. wake on release: waiters in other workers are woken by the release', () => {
+      it('a waiter runs right after the holder releases, long before the TTL and the deadline', async () => {
+        const a = worker('wk:', {}, { ttl: 60 });
+        const b = worker('wk:', {}, { ttl: 60 });
+        const order: string[] = [];
+        const gate = deferred();
+        const holder = a.engine.run('k', async () => {
+          order.push('holder start');
+          await gate.promise;
+          order.push('holder end');
+        });
+        await until(() => order.length === 1);
+        const waiter = b.engine.run('k', () => void order.push('waiter ran'));
+        await sleep(200);
+        expect(order).toEqual(['holder start']);
+        const released = Date.now();
+        gate.resolve();
+        await Promise.all([holder, waiter]);
+        expect(order).toEqual(['holder start', 'holder end', 'waiter ran']);
+        expect(Date.now() - released).toBeLessThan(20_000); // the deadline (lockTimeout) is 20 s
+        expect(b.acquires()).toBe(2); // busy once, then taken after the wake-up: no polling
+      });
     });
-    expect(await holder).toBe(false);
-    expect(skipped).toBeGreaterThan(5);
-  });
 
-  it('a lost lock raises the event, logs, and aborts the signal; never an unhandled rejection', async () => {
-    const logger = new MemoryLogger();
-    const told: FlightLockLostEvent[] = [];
-    const w = worker('lost:', { logger, onLockLost: (e) => told.push(e) }, { ttl: 0.6 });
-    const events: FlightLockLostEvent[] = [];
-    w.engine.on('lockLost', (e) => events.push(e));
-    const admin = server.client();
-    const aborted = await w.engine.run('k', async () => {
-      const signal = currentFlight()!.signal;
-      await admin.del(w.lock.redisKey('k')); // someone else's hands on the key
-      await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
-      return signal.reason as LockLostEvent;
+    describe('3. share: the leader’s result reaches waiters in other workers', () => {
+      it('3 workers × 50 callers: one run, everyone gets the value, ≤ 1 acquire per worker', async () => {
+        const workers = [1, 2, 3].map(() => worker('sh:three:', { defaults: { share: true } }));
+        let runs = 0;
+        const started = deferred();
+        const gate = deferred();
+        const leaderCalls = Array.from({ length: 50 }, () =>
+          workers[0]!.engine.run('cold', async () => {
+            runs++;
+            started.resolve();
+            await gate.promise;
+            return { total: 42, at: [1, 2] };
+          }),
+        );
+        await started.promise;
+        const others = workers.slice(1).flatMap((w) =>
+          Array.from({ length: 50 }, () =>
+            w.engine.run('cold', () => {
+              runs++;
+              return { total: -1, at: [] };
+            }),
+          ),
+        );
+        await sleep(200);
+        gate.resolve();
+        const values = await Promise.all([...leaderCalls, ...others]);
+        expect(runs).toBe(1);
+        expect(values.every((v) => JSON.stringify(v) === '{"total":42,"at":[1,2]}')).toBe(true);
+        expect(workers.map((w) => w.acquires())).toEqual([1, 1, 1]);
+      });
+
+      it('an unserializable result: a clear catalog error at the first call, nothing stored', async () => {
+        const w = worker('sh:bad:', { defaults: { share: true } });
+        const error: unknown = await w.engine
+          .run('stream', () => ({ body: Readable.from(['x']) }))
+          .catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(LockError);
+        expect((error as LockError).code).toBe('shared_result_unserializable');
+        expect((error as LockError).message).toBe(
+          ENGLISH_MESSAGES.shared_result_unserializable
+            .replace('KEY', 'stream')
+            .replace('WHAT', 'a stream')
+            .replace('PATH', '$.body'),
+        );
+        const admin = backend.client();
+        expect(
+          await admin.exists(w.lock.redisKey('stream'), resultKey(w.lock.redisKey('stream'))),
+        ).toBe(0);
+      });
+
+      it('the leader throws: nothing is shared, and one waiter becomes the next leader', async () => {
+        const workers = [1, 2, 3].map(() => worker('sh:throw:', { defaults: { share: true } }));
+        const admin = backend.client();
+        // An older result is in Redis: a failed leader must not let waiters read it.
+        await admin.set(resultKey(workers[0]!.lock.redisKey('k')), '"stale"', 'PX', 60_000);
+        const ran: string[] = [];
+        const started = deferred();
+        const gate = deferred();
+        const failing = workers[0]!.engine.run('k', async () => {
+          ran.push('first');
+          started.resolve();
+          await gate.promise;
+          throw new Error('first failed');
+        });
+        await started.promise;
+        const waiters = workers.slice(1).map((w, i) =>
+          w.engine.run('k', async () => {
+            ran.push(`next ${i}`);
+            await sleep(100);
+            return `from ${i}`;
+          }),
+        );
+        await sleep(200);
+        gate.resolve();
+        await expect(failing).rejects.toThrow('first failed');
+        const values = await Promise.all(waiters);
+        expect(ran).toHaveLength(2); // the failed leader and exactly one successor
+        expect(ran[0]).toBe('first');
+        const successor = ran[1]!;
+        expect(values).toEqual([`from ${successor.slice(5)}`, `from ${successor.slice(5)}`]);
+      });
     });
-    expect(aborted).toMatchObject({ reason: 'lost', key: w.lock.redisKey('k') });
-    expect(events).toEqual([{ ...aborted, cacheKey: 'k' }]);
-    expect(told).toEqual(events);
-    expect(logger.at('warn')).toContain(
-      ENGLISH_MESSAGES.lock_lost.replace('KEY', 'k').replace('REASON', 'lost'),
-    );
-  });
 
-  it('maxHold caps the hold: the lock is let go and the work is told', async () => {
-    const w = worker('maxhold:', { defaults: { maxHold: 0.5 } }, { ttl: 0.3 });
-    const reason = await w.engine.run('k', async () => {
-      const signal = currentFlight()!.signal;
-      await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
-      return (signal.reason as LockLostEvent).reason;
+    describe('4. long builds: watchdog, maxHold, lost lock, fencing', () => {
+      it('the watchdog keeps a 3×TTL build exclusive', async () => {
+        const ttl = 0.6;
+        const a = worker('wd:', {}, { ttl });
+        const b = worker('wd:', { defaults: { onBusy: 'skip' } }, { ttl });
+        let skipped = 0;
+        const holder = a.engine.run('k', async () => {
+          const end = Date.now() + 3 * ttl * 1000;
+          while (Date.now() < end) {
+            // Another worker tries all along; it must never get in.
+            if ((await b.engine.run('k', () => 'intruder')) === undefined) skipped++;
+            else throw new Error('the lock was not exclusive');
+            await sleep(50);
+          }
+          return currentFlight()!.signal.aborted;
+        });
+        expect(await holder).toBe(false);
+        expect(skipped).toBeGreaterThan(5);
+      });
+
+      it('a lost lock raises the event, logs, and aborts the signal; never an unhandled rejection', async () => {
+        const logger = new MemoryLogger();
+        const told: FlightLockLostEvent[] = [];
+        const w = worker('lost:', { logger, onLockLost: (e) => told.push(e) }, { ttl: 0.6 });
+        const events: FlightLockLostEvent[] = [];
+        w.engine.on('lockLost', (e) => events.push(e));
+        const admin = backend.client();
+        const aborted = await w.engine.run('k', async () => {
+          const signal = currentFlight()!.signal;
+          await admin.del(w.lock.redisKey('k')); // someone else's hands on the key
+          await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
+          return signal.reason as LockLostEvent;
+        });
+        expect(aborted).toMatchObject({ reason: 'lost', key: w.lock.redisKey('k') });
+        expect(events).toEqual([{ ...aborted, cacheKey: 'k' }]);
+        expect(told).toEqual(events);
+        expect(logger.at('warn')).toContain(
+          ENGLISH_MESSAGES.lock_lost.replace('KEY', 'k').replace('REASON', 'lost'),
+        );
+      });
+
+      it('maxHold caps the hold: the lock is let go and the work is told', async () => {
+        const w = worker('maxhold:', { defaults: { maxHold: 0.5 } }, { ttl: 0.3 });
+        const reason = await w.engine.run('k', async () => {
+          const signal = currentFlight()!.signal;
+          await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
+          return (signal.reason as LockLostEvent).reason;
+        });
+        expect(reason).toBe('maxHold');
+      });
+
+      it('fencing: every holder of a key gets a larger number, across workers', async () => {
+        const workers = [1, 2, 3].map(() => worker('fence:', {}, { fencing: true }));
+        const fences: number[] = [];
+        for (let round = 0; round < 4; round++) {
+          for (const w of workers) {
+            fences.push((await w.engine.run('k', () => currentFlight()!.fence))!);
+          }
+        }
+        expect(fences.every((f, i) => i === 0 || f > fences[i - 1]!)).toBe(true);
+      });
     });
-    expect(reason).toBe('maxHold');
   });
-
-  it('fencing: every holder of a key gets a larger number, across workers', async () => {
-    const workers = [1, 2, 3].map(() => worker('fence:', {}, { fencing: true }));
-    const fences: number[] = [];
-    for (let round = 0; round < 4; round++) {
-      for (const w of workers) {
-        fences.push((await w.engine.run('k', () => currentFlight()!.fence))!);
-      }
-    }
-    expect(fences.every((f, i) => i === 0 || f > fences[i - 1]!)).toBe(true);
-  });
-});
+}
 
 describe('5. failing fast: onRedisError and the circuit breaker', () => {
   it("onRedisError: 'throw' rejects with RedisUnavailableError (503) instead of running", async () => {
