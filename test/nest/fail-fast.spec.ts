@@ -1,0 +1,96 @@
+import { Injectable, type INestApplication } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  BufferLockModule,
+  FAIL_FAST_CLIENT_DEFAULTS,
+  SingleFlight,
+  SingleFlightEngine,
+  currentFlight,
+} from '../../lib/index.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { MemoryLogger, until } from './nest-helpers.js';
+
+/**
+ * Bounded latency with the test's own Redis paused (SIGSTOP): the module builds the client from a
+ * URL, so with FAIL_FAST_CLIENT_DEFAULTS (commandTimeout 1 s). Counts, not speed: how many calls
+ * hit the timeout before the breaker opened, and how many commands reached Redis while it was open
+ * (commands sent to a stopped server wait in its socket and are counted after SIGCONT).
+ */
+
+let server: RedisServer;
+let admin: Redis;
+let app: INestApplication;
+
+@Injectable()
+class Reports {
+  @SingleFlight((id: string) => `report:${id}`)
+  async build(_id: string): Promise<boolean> {
+    return currentFlight()!.locked;
+  }
+}
+
+const scriptCalls = async (): Promise<number> => {
+  const info = String(await admin.info('commandstats'));
+  return [...info.matchAll(/cmdstat_(?:eval|evalsha):calls=(\d+)/g)].reduce(
+    (sum, [, n]) => sum + Number(n),
+    0,
+  );
+};
+
+beforeAll(async () => {
+  server = await startRedis();
+  admin = server.client();
+  const ref = await Test.createTestingModule({
+    imports: [
+      BufferLockModule.forRoot({
+        redis: server.url,
+        namespace: 'test:fail-fast:',
+        logger: new MemoryLogger(),
+        circuitBreaker: { failureThreshold: 3, openSeconds: 2, probes: 1 },
+      }),
+    ],
+    providers: [Reports],
+  }).compile();
+  app = ref.createNestApplication({ logger: false });
+  await app.init();
+});
+afterAll(async () => {
+  server.resume();
+  await app.close();
+  await server.stop();
+});
+
+describe('Redis paused (SIGSTOP): bounded latency, the breaker, recovery after SIGCONT', () => {
+  it('times out 3 calls, then skips Redis without a command, then locks again with no restart', async () => {
+    const reports = app.get(Reports);
+    const states: string[] = [];
+    app.get(SingleFlightEngine).on('breaker', (state) => states.push(state));
+    expect(await reports.build('warm')).toBe(true);
+    const before = await scriptCalls();
+
+    server.pause();
+    const timedOut: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const start = Date.now();
+      expect(await reports.build(`slow-${i}`)).toBe(false); // fail-open
+      timedOut.push(Date.now() - start);
+    }
+    expect(states).toEqual(['open']);
+    // Each waited about commandTimeout, not ioredis's default (none) or the OS's TCP timeout.
+    const limit = FAIL_FAST_CLIENT_DEFAULTS.commandTimeout + 2000;
+    expect(timedOut.every((ms) => ms < limit)).toBe(true);
+    for (let i = 0; i < 20; i++) expect(await reports.build(`open-${i}`)).toBe(false);
+
+    server.resume();
+    // Only the 3 timed-out acquires ever reached Redis; the 20 calls while open sent nothing.
+    await until(async () => (await scriptCalls()) - before >= 3);
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await scriptCalls()) - before).toBe(3);
+
+    await until(() => Promise.resolve(reports.build('probe')), 15_000);
+    expect(states).toEqual(['open', 'half-open', 'closed']);
+    expect(await reports.build('after')).toBe(true);
+  }, 60_000);
+});
