@@ -1,4 +1,4 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { createRequire } from 'node:module';
 import type { Cluster, Redis } from 'ioredis';
@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService } from '../../lib/index.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import type { Command, Reply } from './flight.protocol.js';
+import type { Reply } from './flight.protocol.js';
+import { Worker, type Result } from './flight.workers.js';
 
 /**
  * @SingleFlight across real worker processes (Nest application contexts compiled with tsc, as
@@ -15,62 +16,7 @@ import type { Command, Reply } from './flight.protocol.js';
  */
 
 const root = new URL('../..', import.meta.url).pathname;
-const WORKER = '.build/multi-process/test/multi-process/flight.worker.js';
 const TTL = 10;
-
-type Result = Extract<Reply, { results: unknown }>;
-/** A command without its id (distributed over the union). */
-type Ask = Command extends infer C ? (C extends Command ? Omit<C, 'id'> : never) : never;
-
-/** One worker process and its IPC. */
-class Worker {
-  private next = 0;
-  readonly started: string[] = [];
-  private constructor(readonly process: ChildProcess) {
-    process.on('message', (reply: Reply) => {
-      if ('started' in reply) this.started.push(reply.started);
-    });
-  }
-
-  static async start(env: Record<string, string>): Promise<Worker> {
-    const child = spawn(process.execPath, [WORKER], {
-      cwd: root,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-    });
-    const ready = new Promise<void>((resolve) =>
-      child.on('message', (reply: Reply) => 'ready' in reply && resolve()),
-    );
-    const exited = once(child, 'exit').then(([code]) => {
-      throw new Error(`worker exited with ${String(code)} before it was ready`);
-    });
-    exited.catch(() => {});
-    await Promise.race([ready, exited]);
-    return new Worker(child);
-  }
-
-  ask<R extends Reply>(command: Ask): Promise<R> {
-    const id = ++this.next;
-    return new Promise<R>((resolve, reject) => {
-      const onMessage = (reply: Reply): void => {
-        if (!('id' in reply) || reply.id !== id) return;
-        this.process.off('message', onMessage);
-        if ('error' in reply) reject(new Error(reply.error));
-        else resolve(reply as R);
-      };
-      this.process.on('message', onMessage);
-      this.process.send({ ...command, id } as Command);
-    });
-  }
-
-  async stop(): Promise<void> {
-    const child = this.process;
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = once(child, 'exit');
-    child.kill('SIGTERM');
-    await exited;
-  }
-}
 
 beforeAll(() => {
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
