@@ -63,12 +63,20 @@ const copyMetadata = (from: object, to: object): void => {
 };
 
 /**
- * Runs the method under a Redis lock on `key`, so that across every worker only one runs it at a
- * time; the others wait for it, skip, or get a 409 (`onBusy`). The method's value and exception
- * pass through unchanged; the lock is released when it settles. Sync methods become async (they
- * return a Promise). A method whose declared return type is `Observable` returns an Observable
- * that takes the lock on subscription and holds it until completion. When Redis is in trouble the
- * error is logged (rate limited) and the method runs without a cross-worker lock.
+ * Makes the method a single flight on `key` across every worker sharing one Redis. In this
+ * process, concurrent calls for the key join the first one and get its value or exception (one
+ * run, one Redis acquire). Across processes, one holder runs the method under a Redis lock; the
+ * others wait for its release (woken by pub/sub) and then run it, skip, or get a 409 (`onBusy`).
+ * With `share: true` a waiter in another process returns the holder's serialized result instead
+ * of running the method. The method's value and exception pass through unchanged; the lock is
+ * released when it settles, and extended every ttl/3 while it runs (up to `maxHold`). Inside the
+ * method, `SingleFlight.signal()` aborts if the lock is lost and `SingleFlight.fence()` gives the
+ * fencing number (`fencing: true`). Sync methods become async (they return a Promise). A method
+ * whose declared return type is `Observable` returns an Observable that takes the lock on
+ * subscription and holds it until completion (each subscription is its own call, never shared).
+ * When Redis is in trouble the error is logged (rate limited) and the method runs without a
+ * cross-worker lock, or, with `onRedisError: 'throw'`, the call fails with a 503; after repeated
+ * failures the circuit breaker skips Redis for a while.
  *
  * Works on controller handlers and provider methods, request-scoped, durable or default scope,
  * next to `@Get`, `@UseGuards`, `@Cron` or `@OnEvent` in either order. The class's module must see
@@ -77,7 +85,7 @@ const copyMetadata = (from: object, to: object): void => {
  * @example
  * ```ts
  * @Get(':id')
- * @SingleFlight((id: string) => `report:${id}`, { lockTimeout: 5 })
+ * @SingleFlight((id: string) => `report:${id}`, { lockTimeout: 5, share: true })
  * async report(@Param('id') id: string): Promise<Report> {
  *   return (await this.cache.get(id)) ?? (await this.buildAndCache(id));
  * }
