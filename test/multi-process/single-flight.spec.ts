@@ -95,7 +95,7 @@ for (const [name, start] of Object.entries(backends)) {
       const before = await commandCalls(backend.nodes);
       const replies = await Promise.all(
         workers.map((w) =>
-          w.ask<Result>({ cmd: 'flight', key: 'cold', callers: 200, buildMs: 1500 }),
+          w.ask<Result>({ cmd: 'flight', key: 'cold', callers: 200, buildMs: 3000 }),
         ),
       );
       const commands = delta(await commandCalls(backend.nodes), before);

@@ -19,6 +19,7 @@ import {
   ENGLISH_MESSAGES,
   PubSubWaitStrategy,
   RedisLockService,
+  releaseChannel,
   SingleFlight,
   type BufferLockOptions,
 } from '../../lib/index.js';
@@ -102,6 +103,15 @@ async function app(options: Partial<BufferLockOptions> = {}): Promise<INestAppli
 
 let one: INestApplication;
 let two: INestApplication;
+
+/** Resolves once a worker listens for the release of `cacheKey` (it found the lock busy). */
+async function waitingOn(cacheKey: string): Promise<void> {
+  const channel = releaseChannel(one.get(RedisLockService).redisKey(cacheKey));
+  await until(async () => {
+    const [, count] = (await admin.call('PUBSUB', 'SHARDNUMSUB', channel)) as [string, number];
+    return count > 0;
+  });
+}
 beforeAll(async () => {
   server = await startRedis();
   admin = server.client();
@@ -121,7 +131,7 @@ describe('share: true across two apps (workers)', () => {
     const first = one.get(Reports).build('7');
     await until(() => runs === 1);
     const second = two.get(Reports).build('7');
-    await new Promise((r) => setTimeout(r, 200));
+    await waitingOn('report:7'); // the other worker found the lock busy and listens for its release
     gate.current.resolve();
     const [a, b] = await Promise.all([first, second]);
     expect(runs).toBe(1);
@@ -137,7 +147,7 @@ describe('share: true across two apps (workers)', () => {
       ),
     );
     await until(() => runs === 1);
-    await new Promise((r) => setTimeout(r, 300));
+    await waitingOn('http:cold');
     gate.current.resolve();
     const bodies = (await replies).map((reply) => reply.text);
     expect(runs).toBe(1);

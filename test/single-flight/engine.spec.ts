@@ -121,10 +121,14 @@ for (const [name, start] of Object.entries(backends)) {
       it("'skip' and 'throw' callers that find a flight in progress skip or throw without Redis", async () => {
         const w = worker('tl:busy:');
         const gate = deferred();
+        const started = deferred();
         const leader = w.engine.run('k', async () => {
+          started.resolve();
           await gate.promise;
           return 'leader';
         });
+        await started.promise;
+        expect(w.acquires()).toBe(1);
         await expect(w.engine.run('k', () => 'x', { onBusy: 'skip' })).resolves.toBeUndefined();
         await expect(w.engine.run('k', () => 'x', { onBusy: 'throw' })).rejects.toBeInstanceOf(
           LockBusyError,
@@ -189,7 +193,8 @@ for (const [name, start] of Object.entries(backends)) {
             }),
           ),
         );
-        await sleep(200);
+        // The other workers found the lock busy: they wait for the release now.
+        await until(() => workers.every((w) => w.acquires() === 1));
         gate.resolve();
         const values = await Promise.all([...leaderCalls, ...others]);
         expect(runs).toBe(1);
@@ -238,7 +243,8 @@ for (const [name, start] of Object.entries(backends)) {
             return `from ${i}`;
           }),
         );
-        await sleep(200);
+        // The other workers found the lock busy: they wait for the release now.
+        await until(() => workers.every((w) => w.acquires() === 1));
         gate.resolve();
         await expect(failing).rejects.toThrow('first failed');
         const values = await Promise.all(waiters);

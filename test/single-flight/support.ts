@@ -4,7 +4,7 @@ import { RedisLockService, type RedisScriptClient } from '../../lib/index.js';
 /** A logger that drops everything. */
 export const silent: LoggerService = { log() {}, warn() {}, error() {} };
 
-/** `lock` with its `acquire` calls counted (the real service underneath). */
+/** `lock` with its `acquire` calls counted once answered (the real service underneath). */
 export function countingLock<L extends RedisLockService>(
   lock: L,
 ): { lock: L; acquires: () => number } {
@@ -12,9 +12,10 @@ export function countingLock<L extends RedisLockService>(
   const proxy = new Proxy(lock, {
     get(target, property) {
       if (property === 'acquire') {
-        return (...args: Parameters<RedisLockService['acquire']>) => {
+        return async (...args: Parameters<RedisLockService['acquire']>) => {
+          const result = await target.acquire(...args);
           acquires++;
-          return target.acquire(...args);
+          return result;
         };
       }
       const value: unknown = Reflect.get(target, property, target);
