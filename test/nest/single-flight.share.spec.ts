@@ -36,6 +36,7 @@ let server: RedisServer;
 let admin: Redis;
 const gate = { current: deferred() };
 let runs = 0;
+let arrivals = 0;
 
 @Injectable()
 class Reports {
@@ -62,7 +63,13 @@ class ReportsController {
   constructor(private readonly reports: Reports) {}
 
   @Get(':id')
-  @SingleFlight((id: string) => `http:${id}`, { share: true })
+  @SingleFlight(
+    (id: string) => {
+      arrivals++; // the key function runs for every call, leader or not
+      return `http:${id}`;
+    },
+    { share: true },
+  )
   async report(@Param('id') id: string): Promise<{ id: string; run: number }> {
     runs++;
     await gate.current.promise;
@@ -140,14 +147,15 @@ describe('share: true across two apps (workers)', () => {
 
   it('over HTTP: 20 requests on each app, one run, the same body everywhere', async () => {
     runs = 0;
+    arrivals = 0;
     gate.current = deferred();
     const replies = Promise.all(
       Array.from({ length: 40 }, (_, i) =>
         request((i % 2 ? two : one).getHttpServer()).get('/r/cold'),
       ),
     );
-    await until(() => runs === 1);
-    await waitingOn('http:cold');
+    await until(() => arrivals === 40); // every request joined a flight...
+    await waitingOn('http:cold'); // ...and the other worker waits for the release
     gate.current.resolve();
     const bodies = (await replies).map((reply) => reply.text);
     expect(runs).toBe(1);
