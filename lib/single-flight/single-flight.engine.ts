@@ -234,14 +234,10 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     work: () => T,
     settings?: Partial<SingleFlightSettings>,
   ): Promise<Awaited<T> | undefined> {
-    let redisKey: string;
-    let settled: SingleFlightSettings;
-    try {
-      settled = this.settle(settings);
-      redisKey = this.lock.redisKey(cacheKey);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    const settled = this.settle(settings);
+    // A key that is no string is not a flight: acquire reports it in the catalog's words.
+    if (typeof cacheKey !== 'string') return this.lead(cacheKey, work, settled);
+    const redisKey = this.lock.redisKey(cacheKey);
     const existing = this.flights.get(redisKey);
     if (existing) {
       if (settled.onBusy === 'skip') return Promise.resolve(undefined);
@@ -319,10 +315,11 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
    * Rejects with nothing else.
    */
   async admit(cacheKey: string, settings: SingleFlightSettings): Promise<Admission> {
-    const redisKey = this.lock.redisKey(cacheKey);
     const deadline = Date.now() + settings.lockTimeout * 1000;
     for (let first = true; ; first = false) {
       if (!first) {
+        // Only after a busy answer, so the key is known to be valid.
+        const redisKey = this.lock.redisKey(cacheKey);
         await this.waitStrategy.waitForRelease(redisKey, deadline);
         if (settings.share) {
           const found = await this.results.read(redisKey, cacheKey);
@@ -471,6 +468,8 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   ): Admission {
     const skipped = error.code === 'lock_breaker_skip';
     if (settings.onRedisError === 'throw') {
+      // Bad input (a key that is no string, an invalid ttl) is the caller's error, not Redis's.
+      if (!skipped && !REDIS_FAILURES.has(error.code)) throw error;
       if (!skipped) this.log.error(error.code, error.message);
       throw new RedisUnavailableError(this.messages.render('redis_unavailable'), error, cacheKey);
     }

@@ -340,6 +340,29 @@ describe('5. failing fast: onRedisError and the circuit breaker', () => {
     await expect(engine.run('k', () => 'proceeded')).resolves.toBe('proceeded');
   });
 
+  it('a key that is no string: the catalog error, logged (proceed) or thrown (throw)', async () => {
+    const logger = new MemoryLogger();
+    const own = await startRedis();
+    try {
+      const lock = new RedisLockService({ redis: () => own.client(), namespace: 'badkey:' });
+      const engine = new SingleFlightEngine({ lock, logger });
+      await expect(engine.run(undefined as never, () => 'ran')).resolves.toBe('ran');
+      expect(logger.at('error')).toEqual([
+        ENGLISH_MESSAGES.lock_fail_open
+          .replace('ERROR', ENGLISH_MESSAGES.lock_key_undefined)
+          .replace('KEY', 'undefined'),
+      ]);
+      const error: unknown = await engine
+        .run(42 as never, () => 'ran', { onRedisError: 'throw' })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(LockError);
+      expect((error as LockError).code).toBe('lock_key_invalid');
+      expect(engine.breaker?.consecutiveFailures).toBe(0); // not Redis's fault
+    } finally {
+      await own.stop();
+    }
+  });
+
   it('Redis paused: bounded calls, the breaker opens (no command reaches the client), then closes after SIGCONT', async () => {
     const own = await startRedis();
     try {
