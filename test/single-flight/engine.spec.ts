@@ -257,7 +257,7 @@ for (const [name, start] of Object.entries(backends)) {
 
     describe('4. long builds: watchdog, maxHold, lost lock, fencing', () => {
       it('the watchdog keeps a 3×TTL build exclusive', async () => {
-        const ttl = 0.6;
+        const ttl = 1.5; // extended every 0.5 s: room for a busy event loop
         const a = worker('wd:', {}, { ttl });
         const b = worker('wd:', { defaults: { onBusy: 'skip' } }, { ttl });
         let skipped = 0;
