@@ -119,6 +119,9 @@ async function primary(): Promise<void> {
     );
     const base = `http://127.0.0.1:${ports[0]}`;
     const run = `${Date.now().toString(36)}-${process.pid}`; // a cold key for every run
+    // One unmeasured round first, so that both measured rounds find warm workers: HTTP
+    // connections open, code compiled, each worker's Redis connections made.
+    await round('warm-up', base, requests, `warm-up-${run}`, '');
     const rounds = [
       await round('with @SingleFlight', base, requests, `locked-${run}`, ''),
       await round('without a lock', base, requests, `unlocked-${run}`, '/unlocked'),
