@@ -3,6 +3,7 @@ import { Stream } from 'node:stream';
 import { LockError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import { toMilliseconds } from '../options/seconds.js';
 import { releaseChannel, resultKey } from './keys.js';
 import { luaScript, runScript } from './lua-script.js';
 import { WAKE_MESSAGE } from './release-lock.js';
@@ -145,15 +146,6 @@ export const JSON_RESULT_SERIALIZER: ResultSerializer = Object.freeze({
   },
 });
 
-// Only the current holder may publish a result: a leader that lost its lock stays silent.
-const STORE = luaScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
-  return 1
-end
-return 0
-`);
-
 const READ = luaScript(`return redis.call('GET', KEYS[1])`);
 
 // The release of release-lock.ts with the result written (or, with no payload, an older result
@@ -172,25 +164,6 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 `);
-
-/**
- * Stores `payload` under `resultKey(lockKey)` for `ttlMs`, if the lock still holds `token`.
- * Resolves 1 when stored, 0 when the lock is no longer ours. Both keys are in one slot.
- *
- * @example
- * ```ts
- * await storeSharedResult(client, guard.key, guard.token, '{"total":42}', 10_000);
- * ```
- */
-export function storeSharedResult(
-  client: RedisScriptClient,
-  lockKey: string,
-  token: string,
-  payload: string,
-  ttlMs: number,
-): Promise<unknown> {
-  return runScript(client, STORE, [lockKey, resultKey(lockKey)], [token, payload, ttlMs]);
-}
 
 /**
  * The payload stored for `lockKey`, or `null` when there is none (never stored, or expired).
@@ -270,12 +243,13 @@ export type SharedRead =
   | { readonly status: 'error'; readonly error: LockError };
 
 /**
- * What {@link SharedResultStore.store} resolves to: `[true, undefined]` stored, `[false,
- * undefined]` not stored because the lock is no longer ours, `[false, error]` Redis trouble.
+ * What {@link SharedResultStore.storeAndRelease} resolves to: `[true, undefined]` stored and
+ * released, `[false, undefined]` nothing done because the lock is no longer ours, `[false, error]`
+ * Redis trouble.
  *
  * @example
  * ```ts
- * const [stored, error]: StoreResult = await results.store(guard, payload);
+ * const [stored, error]: StoreResult = await results.storeAndRelease(guard, payload);
  * ```
  */
 export type StoreResult =
@@ -292,8 +266,7 @@ export type StoreResult =
  * ```ts
  * const results = new SharedResultStore({ client, ttl: 30 });
  * const payload = results.serialize(value, 'report:42'); // throws LockError for a stream
- * await results.store(guard, payload);
- * await lock.release(guard);
+ * await results.storeAndRelease(guard, payload); // stores, releases and wakes the waiters
  * // in a waiter, after waking:
  * const found = await results.read(lock.redisKey('report:42'), 'report:42');
  * ```
@@ -305,7 +278,7 @@ export class SharedResultStore {
 
   constructor(private readonly options: SharedResultOptions) {
     this.serializer = options.serializer ?? JSON_RESULT_SERIALIZER;
-    this.ttlMs = Math.max(1, Math.round((options.ttl ?? 10) * 1000));
+    this.ttlMs = toMilliseconds(options.ttl ?? 10);
     this.messages = options.messages ?? new BufferLockMessages();
   }
 
@@ -327,22 +300,6 @@ export class SharedResultStore {
         PATH: problem.path,
       });
       throw new LockError('shared_result_unserializable', text, { cause: error });
-    }
-  }
-
-  /** Stores `payload` for the guard's lock while the guard still holds it. Never rejects. */
-  async store(guard: { key: string; token: string }, payload: string): Promise<StoreResult> {
-    try {
-      const answer = await storeSharedResult(
-        await this.client(),
-        guard.key,
-        guard.token,
-        payload,
-        this.ttlMs,
-      );
-      return Number(answer) === 1 ? [true, undefined] : [false, undefined];
-    } catch (error) {
-      return [false, this.failure(error)];
     }
   }
 
@@ -372,14 +329,14 @@ export class SharedResultStore {
   /**
    * Stores `payload` for `ttl` seconds (default: the store's) and releases the lock in one script;
    * `undefined` removes an older result instead (the leader failed: nothing to share). Resolves like
-   * {@link store}: `[false, undefined]` when the lock was no longer ours. Never rejects.
+   * {@link StoreResult}: `[false, undefined]` when the lock was no longer ours. Never rejects.
    */
   async storeAndRelease(
     guard: { key: string; token: string },
     payload: string | undefined,
     ttl?: number,
   ): Promise<StoreResult> {
-    const ttlMs = ttl === undefined ? this.ttlMs : Math.max(1, Math.round(ttl * 1000));
+    const ttlMs = ttl === undefined ? this.ttlMs : toMilliseconds(ttl);
     try {
       const client = await this.client();
       const answer = await storeResultAndRelease(client, guard.key, guard.token, payload, ttlMs);

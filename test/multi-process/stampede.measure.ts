@@ -13,7 +13,6 @@ import {
   connectFailFast,
   FAIL_FAST_CLIENT_DEFAULTS,
   RedisLockService,
-  SharedResultStore,
   SingleFlightEngine,
 } from '../../lib/index.js';
 import { startRedis } from '../support/redis-server.js';
@@ -85,32 +84,6 @@ try {
     `Redis commands per stampede (median, INFO commandstats; commands inside scripts counted too): ` +
       `${names.map((n) => `${n} ${median(n)}`).join(', ')}; total ${total}`,
   );
-
-  // The leader's last step: store the result, then release (2 scripts), or both in one script.
-  {
-    const client = server.client();
-    const lock = new RedisLockService({ redis: client, namespace: 'sr:' });
-    const results = new SharedResultStore({ client });
-    const payload = JSON.stringify({ report: 'x'.repeat(200) });
-    const timings = { two: [] as number[], one: [] as number[] };
-    for (let i = 0; i < 2000; i++) {
-      const [guard] = await lock.acquire(`k${i}`);
-      const start = performance.now();
-      if (i % 2) {
-        await results.store(guard!, payload);
-        await lock.release(guard!);
-        timings.two.push(performance.now() - start);
-      } else {
-        await results.storeAndRelease(guard!, payload);
-        timings.one.push(performance.now() - start);
-      }
-    }
-    console.log(
-      `leader's store + release: two scripts median ${quantile(timings.two, 0.5).toFixed(3)} ms ` +
-        `(p99 ${quantile(timings.two, 0.99).toFixed(3)}), one script median ` +
-        `${quantile(timings.one, 0.5).toFixed(3)} ms (p99 ${quantile(timings.one, 0.99).toFixed(3)})`,
-    );
-  }
 
   // Outage: one process, a fail-fast client (commandTimeout 1 s), breaker defaults (5 failures, 10 s).
   const lock = new RedisLockService({ redis: () => connectFailFast(server.url), namespace: 'o:' });

@@ -80,7 +80,7 @@ describe('cluster: shared result', () => {
     const results = new SharedResultStore({ client, ttl: 30 });
     for (const key of CACHE_KEYS) {
       const [guard] = await lock.acquire(key);
-      expect(await results.store(guard!, results.serialize({ key }, key))).toEqual([
+      expect(await results.storeAndRelease(guard!, results.serialize({ key }, key))).toEqual([
         true,
         undefined,
       ]);

@@ -36,7 +36,7 @@ describe('shared result: leader stores, then releases; waiter reads', () => {
       when: '2026-01-01',
     };
     const [guard] = await lock.acquire('report');
-    expect(await results.store(guard!, results.serialize(value, 'report'))).toEqual([
+    expect(await results.storeAndRelease(guard!, results.serialize(value, 'report'))).toEqual([
       true,
       undefined,
     ]);
@@ -51,7 +51,7 @@ describe('shared result: leader stores, then releases; waiter reads', () => {
     const { lock, results } = setup('sr:void:');
     expect(await results.read(lock.redisKey('job'), 'job')).toEqual({ status: 'miss' });
     const [guard] = await lock.acquire('job');
-    await results.store(guard!, results.serialize(undefined, 'job'));
+    await results.storeAndRelease(guard!, results.serialize(undefined, 'job'));
     expect(await results.read(lock.redisKey('job'), 'job')).toEqual({
       status: 'hit',
       value: undefined,
@@ -61,7 +61,7 @@ describe('shared result: leader stores, then releases; waiter reads', () => {
   it('lives under the derived result key, with the short TTL given', async () => {
     const { client, lock, results } = setup('sr:ttl:');
     const [guard] = await lock.acquire('k');
-    await results.store(guard!, '1');
+    await results.storeAndRelease(guard!, '1');
     const pttl = await client.pttl(resultKey(guard!.key));
     expect(pttl).toBeGreaterThan(0);
     expect(pttl).toBeLessThanOrEqual(30_000);
@@ -72,7 +72,7 @@ describe('shared result: leader stores, then releases; waiter reads', () => {
     const [guard] = await lock.acquire('k');
     await client.del(guard!.key);
     const [thief] = await lock.acquire('k');
-    expect(await results.store(guard!, '"stale"')).toEqual([false, undefined]);
+    expect(await results.storeAndRelease(guard!, '"stale"')).toEqual([false, undefined]);
     expect(await client.exists(resultKey(guard!.key))).toBe(0);
     await lock.release(thief!);
   });
@@ -85,7 +85,7 @@ describe('shared result: leader stores, then releases; waiter reads', () => {
     };
     const { lock, results } = setup('sr:plug:', serializer);
     const [guard] = await lock.acquire('k');
-    await results.store(guard!, results.serialize(12n, 'k'));
+    await results.storeAndRelease(guard!, results.serialize(12n, 'k'));
     expect(await results.read(guard!.key, 'k')).toEqual({ status: 'hit', value: 12n });
     expect(calls).toEqual(['out', 'in']);
   });
@@ -150,7 +150,7 @@ describe('shared result: Redis trouble is a tuple error, never a rejection', () 
     await client.ping();
     await own.stop();
     const results = new SharedResultStore({ client });
-    const [stored, error] = await results.store({ key: 'k', token: 't' }, '1');
+    const [stored, error] = await results.storeAndRelease({ key: 'k', token: 't' }, '1');
     expect(stored).toBe(false);
     expect(error?.code).toBe('shared_result_failed');
     const found = await results.read('k', 'k');
