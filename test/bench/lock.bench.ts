@@ -213,7 +213,9 @@ export const lockSection: BenchSection = {
         `per-round ratios to the floor in the same round; latencies (ms) pool all rounds. ` +
         `On the hot key most pairs at c=64 find the lock busy ("taken" is the share that got it). ` +
         `CPU per pair (medians over rounds) is steadier than wall time on a busy machine: it shows ` +
-        `where each strategy spends. Peers: no retries, no waiting, no auto-refresh timer.\n`,
+        `where each strategy spends. Peers: no retries, no waiting, no auto-refresh timer. The ` +
+        `reference row is no library: it is the least a safe lock does (SET NX PX, then a Lua ` +
+        `compare-and-delete), so its gap to the floor is the price of safety itself.\n`,
     );
     for (const scenario of scenarios) {
       report.progress(`lock: ${scenario.name}`);
