@@ -217,7 +217,8 @@ export const stampedeSection: BenchSection = {
           `context per worker with \`BufferLockModule.forRoot({ redis: url, ttl: 10, ` +
           `lockTimeout: 5 })\` on a method that does the build-then-cache; the lock peers wrap the ` +
           `same code in a cache check, their lock with default retry settings, and a second check. ` +
-          `murlock has no defaults; it runs with \`wait: 100, maxAttempts: 10\` (5 in quick mode).\n\n` +
+          `murlock has no defaults; it runs with \`wait: 100, maxAttempts: 10\` (5 in quick mode); @anchan828/nest-redlock with its ` +
+          `defaults (redlock 5: 10 retries 200 ms apart).\n\n` +
           table(
             [
               'strategy',

@@ -30,4 +30,5 @@ export const STAMPEDE_STRATEGIES = [
   '@sesamecare-oss/redlock (defaults)',
   'redis-semaphore Mutex (defaults)',
   'murlock @MurLock',
+  '@anchan828/nest-redlock @Redlock',
 ] as const;

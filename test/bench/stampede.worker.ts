@@ -1,13 +1,19 @@
 // One worker process of the stampede benchmark: 250 concurrent callers per `go`, each asking for
 // the same cold key through one strategy. Started by stampede.bench.ts with fork().
 import 'reflect-metadata';
-import { Injectable, Module, type INestApplicationContext } from '@nestjs/common';
+import { createRequire } from 'node:module';
+import {
+  Injectable,
+  Module,
+  type DynamicModule,
+  type INestApplicationContext,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ExecutionError, Redlock } from '@sesamecare-oss/redlock';
 import { Redis } from 'ioredis';
 import { MurLock, MurLockModule } from 'murlock';
 import { Mutex } from 'redis-semaphore';
-import { decorate, singleFlightApi } from './features.js';
+import { decorate, singleFlightApi, type MethodDecoratorFn } from './features.js';
 import { epochMs, NOT_AVAILABLE, sleep } from './harness.js';
 import type { FromWorker, ToWorker, WorkerRound } from './stampede.protocol.js';
 
@@ -70,6 +76,49 @@ async function setUp(): Promise<void> {
 
   await setUpSingleFlight();
   await setUpMurLock();
+  await setUpNestRedlock();
+}
+
+interface NestRedlockExports {
+  Redlock(key: (target: unknown, key: string) => string, duration?: number): MethodDecoratorFn;
+  RedlockModule: { register(options: { clients: Redis[] }): DynamicModule };
+}
+
+/**
+ * @anchan828/nest-redlock with its defaults (redlock 5: 10 retries, 200 ms apart, 100 ms jitter).
+ * Its ESM build does not load (extensionless imports), so its CommonJS build is required.
+ */
+async function setUpNestRedlock(): Promise<void> {
+  const name = '@anchan828/nest-redlock @Redlock';
+  try {
+    const { Redlock: RedlockDecorator, RedlockModule } = createRequire(import.meta.url)(
+      '@anchan828/nest-redlock',
+    ) as NestRedlockExports;
+    class NestRedlockReports {
+      build(key: string): Promise<string> {
+        return getOrBuild(key);
+      }
+    }
+    Injectable()(NestRedlockReports);
+    decorate(
+      NestRedlockReports.prototype,
+      'build',
+      RedlockDecorator((_target, key) => `lock:${key}`, 10_000),
+    );
+    // oxlint-disable-next-line typescript/no-extraneous-class -- a Nest module class is empty
+    const NestRedlockApp = class {};
+    Module({
+      imports: [RedlockModule.register({ clients: [new Redis({ port, host: '127.0.0.1' })] })],
+      providers: [NestRedlockReports],
+    })(NestRedlockApp);
+    const app = await NestFactory.createApplicationContext(NestRedlockApp, { logger: false });
+    apps.push(app);
+    const reports = app.get(NestRedlockReports);
+    strategies.set(name, (key) => reports.build(key));
+  } catch (error) {
+    unavailable[name] =
+      `failed to start: ${error instanceof Error ? error.message : String(error)}`;
+  }
 }
 
 async function setUpSingleFlight(): Promise<void> {
