@@ -1,28 +1,61 @@
 // The HTTP app of the decorator-overhead benchmark, in its own process so that autocannon (in the
-// parent) does not share its event loop. Two routes, the same handler body: one bare, one under
-// @SingleFlight on a per-request key. Sends its port over IPC once listening.
+// parent) does not share its event loop. Routes `/:work/bare/:id` and `/:work/single-flight/:id`
+// run the same handler body, one bare, one under @SingleFlight on a per-request key; `work` picks
+// the body (see WORKS). Sends its port over IPC once listening.
 import 'reflect-metadata';
 import { Controller, Get, Module, Param } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { Redis } from 'ioredis';
 import { decorate, singleFlightApi } from './features.js';
+import { OVERHEAD_CACHE_TTL_SECONDS, type OverheadWork } from './overhead.protocol.js';
 
 const port = Number(process.env['BENCH_REDIS_PORT']);
 // BENCH_AUTO_PIPELINING=1: ioredis options with enableAutoPipelining instead of a URL.
-const redis =
-  process.env['BENCH_AUTO_PIPELINING'] === '1'
-    ? { host: '127.0.0.1', port, enableAutoPipelining: true }
-    : `redis://127.0.0.1:${port}`;
+const autoPipelining = process.env['BENCH_AUTO_PIPELINING'] === '1';
+const redis = autoPipelining
+  ? { host: '127.0.0.1', port, enableAutoPipelining: true }
+  : `redis://127.0.0.1:${port}`;
+// The app's own cache client on the same Redis, as a cached endpoint has next to the lock's.
+const cache = new Redis({ host: '127.0.0.1', port, enableAutoPipelining: autoPipelining });
+
+interface Item {
+  readonly id: string;
+  readonly name?: string;
+  readonly builtAt?: number;
+}
+
+/** Read-through cache: GET the entry; on a miss build a small value and SET it with a TTL. */
+async function cachedItem(id: string): Promise<Item> {
+  const key = `cache:item:${id}`;
+  const hit = await cache.get(key);
+  if (hit !== null) return JSON.parse(hit) as Item;
+  const item: Item = { id, name: `item ${id}`, builtAt: Date.now() };
+  await cache.set(key, JSON.stringify(item), 'EX', OVERHEAD_CACHE_TTL_SECONDS);
+  return item;
+}
+
+const WORKS: Record<OverheadWork, (id: string) => Item | Promise<Item>> = {
+  // Nothing but the answer: the decorator's two round trips against no work at all.
+  empty: (id) => ({ id }),
+  cached: cachedItem,
+};
+
+function work(kind: string, id: string): Item | Promise<Item> {
+  const body = WORKS[kind as OverheadWork];
+  if (!body) throw new Error(`unknown work ${kind}`);
+  return body(id);
+}
 
 @Controller()
 class ItemsController {
-  @Get('bare/:id')
-  bare(@Param('id') id: string): { id: string } {
-    return { id };
+  @Get(':work/bare/:id')
+  bare(@Param('work') kind: string, @Param('id') id: string): Item | Promise<Item> {
+    return work(kind, id);
   }
 
-  @Get('single-flight/:id')
-  singleFlight(@Param('id') id: string): { id: string } {
-    return { id };
+  @Get(':work/single-flight/:id')
+  singleFlight(@Param('work') kind: string, @Param('id') id: string): Item | Promise<Item> {
+    return work(kind, id);
   }
 }
 
@@ -36,7 +69,7 @@ async function main(): Promise<void> {
   decorate(
     ItemsController.prototype,
     'singleFlight',
-    api.SingleFlight((id: string) => `item:${id}`),
+    api.SingleFlight((_kind: string, id: string) => `item:${id}`),
   );
   // oxlint-disable-next-line typescript/no-extraneous-class -- a Nest module class is empty
   const AppModule = class {};
@@ -48,7 +81,14 @@ async function main(): Promise<void> {
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };
   process.send!({ type: 'listening', port: address.port });
-  process.on('message', () => void app.close().finally(() => process.exit(0)));
+  process.on(
+    'message',
+    () =>
+      void app
+        .close()
+        .then(() => cache.quit())
+        .finally(() => process.exit(0)),
+  );
 }
 
 main().catch((error: unknown) => {
