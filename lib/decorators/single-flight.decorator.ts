@@ -73,7 +73,8 @@ const copyMetadata = (from: object, to: object): void => {
  * method, `SingleFlight.signal()` aborts if the lock is lost and `SingleFlight.fence()` gives the
  * fencing number (`fencing: true`). Sync methods become async (they return a Promise). A method
  * whose declared return type is `Observable` returns an Observable that takes the lock on
- * subscription and holds it until completion (each subscription is its own call, never shared).
+ * subscription and holds it until completion; overlapping subscriptions in this process share one
+ * run of the method and one lock (a late subscriber is replayed the values emitted so far).
  * When Redis is in trouble the error is logged (rate limited) and the method runs without a
  * cross-worker lock, or, with `onRedisError: 'throw'`, the call fails with a 503; after repeated
  * failures the circuit breaker skips Redis for a while.

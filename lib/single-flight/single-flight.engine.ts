@@ -1,6 +1,17 @@
 import { Logger, type LoggerService } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
-import { finalize, isObservable, Observable, type Subscription } from 'rxjs';
+import {
+  defer,
+  finalize,
+  isObservable,
+  Observable,
+  of,
+  ReplaySubject,
+  share,
+  tap,
+  throwError,
+  type Subscription,
+} from 'rxjs';
 import { LockBusyError } from '../errors/lock-busy.error.js';
 import { LockError } from '../errors/lock.error.js';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error.js';
@@ -149,6 +160,8 @@ const NEVER_ABORTED: AbortSignal = new AbortController().signal;
  * - In one process, concurrent calls for a key are one flight (like Go's `singleflight.Do`): the
  *   first is the leader, the rest get the leader's promise (value and error alike) and never
  *   touch Redis. `'skip'` and `'throw'` callers that find a flight in progress skip or throw.
+ *   {@link runObservable} does the same for subscriptions: they share one subscription to the
+ *   work, and a late one is replayed every value emitted so far.
  * - Across processes, the leader takes the Redis lock; the other processes' leaders wait for it
  *   to be released (wake-up by pub/sub, PTTL backstop), then try again. With `share: true` the
  *   lock holder stores its serialized result and releases in one script, and a woken waiter
@@ -180,6 +193,8 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   protected readonly results: SharedResultStore;
   /** The flights in progress in this process, by Redis key. */
   private readonly flights = new Map<string, { promise?: Promise<unknown> }>();
+  /** The Observable flights ({@link runObservable}) in progress in this process, by Redis key. */
+  private readonly streams = new Map<string, Observable<unknown>>();
 
   constructor(private readonly options: SingleFlightEngineOptions) {
     super();
@@ -219,7 +234,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
 
   /** How many keys have a flight in progress in this process (for tests and diagnostics). */
   get inFlight(): number {
-    return this.flights.size;
+    return this.flights.size + this.streams.size;
   }
 
   /**
@@ -259,46 +274,53 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   }
 
   /**
-   * The Observable form of {@link run}: nothing happens until subscription; then the lock is
-   * taken, `work()` is subscribed to, and the lock is held (and watched) until it completes,
-   * errors or is unsubscribed. `'skip'` emits `undefined` and completes; `'throw'` errors with
-   * {@link LockBusyError}. Each subscription is its own call: Observables are not shared.
+   * The Observable form of {@link run}: nothing happens until subscription. In this process,
+   * subscriptions for `cacheKey` that overlap are one flight: the first takes the lock and
+   * subscribes to `work()` once; the others join it, get every value emitted so far (replayed)
+   * and then the rest, and share its completion or error, without touching Redis. The lock is held
+   * (and watched) until that one subscription to `work()` completes, errors, or every subscriber
+   * has unsubscribed; a subscription after that starts a new flight. A `'skip'` subscriber that
+   * finds the key busy (here or in another process) emits `undefined` and completes; `'throw'`
+   * errors with {@link LockBusyError}. The settings of the flight's first subscriber apply.
+   *
+   * @example
+   * ```ts
+   * const prices$ = engine.runObservable('prices', () => fetchPrices$());
+   * prices$.subscribe(render); // two overlapping subscriptions: one lock, one fetch
+   * prices$.subscribe(log);
+   * ```
    */
   runObservable<T>(
     cacheKey: string,
     work: () => Observable<T>,
     settings?: Partial<SingleFlightSettings>,
   ): Observable<T | undefined> {
-    return new Observable<T | undefined>((subscriber) => {
-      let inner: Subscription | undefined;
-      const run = async (): Promise<void> => {
-        const settled = this.settle({ ...settings, share: false });
-        const admission = await this.admit(cacheKey, settled);
-        if (subscriber.closed) return void this.leave(admission);
-        if (admission.kind === 'skipped' || admission.kind === 'shared') {
-          subscriber.next(undefined);
-          return subscriber.complete();
-        }
-        const { context, done } = this.contextOf(cacheKey, admission, settled);
-        let source: Observable<T>;
-        try {
-          source = runInFlight(context, work);
-        } catch (error) {
-          done();
-          void this.leave(admission);
-          return subscriber.error(error);
-        }
-        inner = source
-          .pipe(
-            finalize(() => {
-              done();
-              void this.leave(admission);
-            }),
-          )
-          .subscribe(subscriber);
+    return defer((): Observable<T | undefined> => {
+      const settled = this.settle({ ...settings, share: false });
+      // A key that is no string is not a flight: acquire reports it in the catalog's words.
+      if (typeof cacheKey !== 'string') return this.observe(cacheKey, work, settled);
+      const redisKey = this.lock.redisKey(cacheKey);
+      const existing = this.streams.get(redisKey) as Observable<T | undefined> | undefined;
+      if (existing) {
+        if (settled.onBusy === 'skip') return of(undefined);
+        if (settled.onBusy === 'throw') return throwError(() => this.busy(cacheKey));
+        return existing;
+      }
+      // Forgotten before the end reaches any subscriber: one that subscribes then starts anew.
+      const forget = (): void => {
+        if (this.streams.get(redisKey) === flight) this.streams.delete(redisKey);
       };
-      run().catch((error: unknown) => subscriber.error(error));
-      return () => inner?.unsubscribe();
+      const flight: Observable<T | undefined> = this.observe(cacheKey, work, settled).pipe(
+        tap({ complete: forget, error: forget, finalize: forget }),
+        share({
+          connector: () => new ReplaySubject<T | undefined>(),
+          resetOnComplete: true,
+          resetOnError: true,
+          resetOnRefCountZero: true,
+        }),
+      );
+      this.streams.set(redisKey, flight);
+      return flight;
     });
   }
 
@@ -350,6 +372,47 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     if (admission.kind !== 'locked') return;
     const [, error] = await this.lock.release(admission.guard);
     if (error) this.redisFailed(error);
+  }
+
+  /**
+   * One subscription is one call: admitted on subscription, it subscribes to `work()` holding the
+   * lock (under the watchdog) and releases when that completes, errors or is unsubscribed.
+   */
+  protected observe<T>(
+    cacheKey: string,
+    work: () => Observable<T>,
+    settings: SingleFlightSettings,
+  ): Observable<T | undefined> {
+    return new Observable<T | undefined>((subscriber) => {
+      let inner: Subscription | undefined;
+      const run = async (): Promise<void> => {
+        const admission = await this.admit(cacheKey, settings);
+        if (subscriber.closed) return void this.leave(admission);
+        if (admission.kind === 'skipped' || admission.kind === 'shared') {
+          subscriber.next(undefined);
+          return subscriber.complete();
+        }
+        const { context, done } = this.contextOf(cacheKey, admission, settings);
+        let source: Observable<T>;
+        try {
+          source = runInFlight(context, work);
+        } catch (error) {
+          done();
+          void this.leave(admission);
+          return subscriber.error(error);
+        }
+        inner = source
+          .pipe(
+            finalize(() => {
+              done();
+              void this.leave(admission);
+            }),
+          )
+          .subscribe(subscriber);
+      };
+      run().catch((error: unknown) => subscriber.error(error));
+      return () => inner?.unsubscribe();
+    });
   }
 
   /** The leader of a flight: admitted, it runs the work (or returns the shared result). */

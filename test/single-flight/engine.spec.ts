@@ -13,6 +13,7 @@ import {
   type LockLostEvent,
   type SingleFlightEngineOptions,
 } from '../../lib/index.js';
+import { firstValueFrom, of, Subject, toArray, type Observable } from 'rxjs';
 import { MemoryLogger, deferred, until } from '../nest/nest-helpers.js';
 import type { Cluster, Redis } from 'ioredis';
 import { startRedisCluster } from '../support/redis-cluster.js';
@@ -69,6 +70,26 @@ function worker(
   });
   return { engine, lock: service, acquires };
 }
+
+/** `work` for runObservable: counts its runs; the test drives the values through `source`. */
+function observed(): {
+  work: () => Observable<number>;
+  source: Subject<number>;
+  runs: () => number;
+} {
+  const source = new Subject<number>();
+  let runs = 0;
+  return {
+    source,
+    runs: () => runs,
+    work: () => {
+      runs++;
+      return source;
+    },
+  };
+}
+const lockValue = (w: Worker, key: string): Promise<string | null> =>
+  backend.client().get(w.lock.redisKey(key));
 
 for (const [name, start] of Object.entries(backends)) {
   describe(`on ${name}`, () => {
@@ -143,6 +164,100 @@ for (const [name, start] of Object.entries(backends)) {
         const values = await Promise.all(['a', 'b', 'a', 'b'].map((k) => w.engine.run(k, () => k)));
         expect(values).toEqual(['a', 'b', 'a', 'b']);
         expect(w.acquires()).toBe(2);
+      });
+    });
+
+    describe('1. two-level single flight: in-process subscriptions share one Observable flight', () => {
+      it('200 concurrent subscriptions: one Redis acquire, one run, the same values in order for all', async () => {
+        const w = worker('obs:one:');
+        const { work, source, runs } = observed();
+        const seen: number[][] = [];
+        let completed = 0;
+        const subscribe = () => {
+          const values: number[] = [];
+          seen.push(values);
+          w.engine.runObservable('cold', work).subscribe({
+            next: (n) => values.push(n!),
+            complete: () => completed++,
+          });
+        };
+        for (let i = 0; i < 200; i++) subscribe();
+        expect(w.engine.inFlight).toBe(1);
+        await until(() => source.observed);
+        expect(await lockValue(w, 'cold')).not.toBeNull(); // held while the flight runs
+        source.next(1);
+        source.next(2);
+        subscribe(); // a late joiner is replayed 1 and 2
+        source.next(3);
+        source.complete();
+        expect(completed).toBe(201);
+        expect(seen.every((values) => values.join() === '1,2,3')).toBe(true);
+        expect([runs(), w.acquires()]).toEqual([1, 1]);
+        expect(w.engine.inFlight).toBe(0);
+        await until(async () => (await lockValue(w, 'cold')) === null);
+      });
+
+      it('subscribers share the very error; a subscription after the end is a new flight', async () => {
+        const w = worker('obs:err:');
+        const { work, source, runs } = observed();
+        const boom = new Error('boom');
+        const errors: unknown[] = [];
+        for (let i = 0; i < 20; i++) {
+          w.engine.runObservable('k', work).subscribe({ error: (e: unknown) => errors.push(e) });
+        }
+        await until(() => source.observed);
+        source.next(1);
+        source.error(boom);
+        expect(errors).toHaveLength(20);
+        expect(errors.every((e) => e === boom)).toBe(true);
+        expect([runs(), w.acquires()]).toEqual([1, 1]);
+        await until(async () => (await lockValue(w, 'k')) === null);
+
+        const again = firstValueFrom(
+          w.engine.runObservable('k', () => of('again')).pipe(toArray()),
+        );
+        expect(await again).toEqual(['again']);
+        expect(w.acquires()).toBe(2);
+      });
+
+      it('unsubscribing every subscriber releases the lock and ends the flight', async () => {
+        const w = worker('obs:unsub:');
+        const { work, source, runs } = observed();
+        const subscriptions = Array.from({ length: 10 }, () =>
+          w.engine.runObservable('k', work).subscribe(),
+        );
+        await until(() => source.observed);
+        expect(await lockValue(w, 'k')).not.toBeNull();
+        subscriptions.slice(1).forEach((s) => s.unsubscribe());
+        expect(source.observed).toBe(true); // one subscriber left: the flight goes on
+        subscriptions[0]!.unsubscribe();
+        expect(source.observed).toBe(false);
+        expect(w.engine.inFlight).toBe(0);
+        await until(async () => (await lockValue(w, 'k')) === null);
+        expect([runs(), w.acquires()]).toEqual([1, 1]);
+
+        const next = w.engine.runObservable('k', work).subscribe();
+        await until(() => source.observed);
+        expect([runs(), w.acquires()]).toEqual([2, 2]);
+        next.unsubscribe();
+      });
+
+      it("'skip' and 'throw' subscribers that find a flight in progress skip or throw without Redis", async () => {
+        const w = worker('obs:busy:');
+        const { work, source } = observed();
+        const leader = firstValueFrom(w.engine.runObservable('k', work).pipe(toArray()));
+        await until(() => source.observed);
+        const skipped = firstValueFrom(
+          w.engine.runObservable('k', work, { onBusy: 'skip' }).pipe(toArray()),
+        );
+        expect(await skipped).toEqual([undefined]);
+        await expect(
+          firstValueFrom(w.engine.runObservable('k', work, { onBusy: 'throw' })),
+        ).rejects.toBeInstanceOf(LockBusyError);
+        expect(w.acquires()).toBe(1);
+        source.next(5);
+        source.complete();
+        expect(await leader).toEqual([5]);
       });
     });
 
