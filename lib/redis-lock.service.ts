@@ -177,12 +177,21 @@ export class RedisLockService {
     const seconds = parseSeconds(ttl);
     if (seconds === undefined) return [undefined, this.error('redis_ttl_invalid')];
     const guard: LockGuard = { key: this.key(cacheKey), token: createToken() };
+    let client: RedisScriptClient;
     let answer: unknown;
     try {
-      const client = this.client ?? (await this.connect());
+      client = this.client ?? (await this.connect());
+    } catch (error) {
+      return [undefined, this.failure('redis_lock_failed', error)];
+    }
+    try {
       const take = this.options.fencing ? acquireFencedLock : acquireLock;
       answer = await take(client, guard.key, guard.token, toMilliseconds(seconds));
     } catch (error) {
+      // A timed-out script may still run: a paused or slow server reads it from its socket later.
+      // A release of this call's own token, sent right behind it, lets go of a lock taken that
+      // late instead of leaving the key blocked until the TTL. Best effort; never another holder's.
+      releaseLock(client, guard.key, guard.token).catch(() => {});
       return [undefined, this.failure('redis_lock_failed', error)];
     }
     if (answer === undefined || answer === null) return [undefined, this.error('redis_no_result')];

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BufferLockModule,
   FAIL_FAST_CLIENT_DEFAULTS,
+  RedisLockService,
   SingleFlight,
   SingleFlightEngine,
   currentFlight,
@@ -84,10 +85,15 @@ describe('Redis paused (SIGSTOP): bounded latency, the breaker, recovery after S
     for (let i = 0; i < 20; i++) expect(await reports.build(`open-${i}`)).toBe(false);
 
     server.resume();
-    // Only the 3 timed-out acquires ever reached Redis; the 20 calls while open sent nothing.
-    await until(async () => (await scriptCalls()) - before >= 3);
+    // Only the 3 timed-out acquires, each followed by a release of its own token, ever reached
+    // Redis; the 20 calls while open sent nothing.
+    await until(async () => (await scriptCalls()) - before >= 6);
     await new Promise((r) => setTimeout(r, 300));
-    expect((await scriptCalls()) - before).toBe(3);
+    expect((await scriptCalls()) - before).toBe(6);
+    // The acquires ran late (after SIGCONT) and took their locks; the releases let go of them.
+    const lock = app.get(RedisLockService);
+    for (let i = 0; i < 3; i++)
+      expect(await admin.exists(lock.redisKey(`report:slow-${i}`))).toBe(0);
 
     await until(() => Promise.resolve(reports.build('probe')), 15_000);
     expect(states).toEqual(['open', 'half-open', 'closed']);

@@ -515,6 +515,10 @@ describe('5. failing fast: onRedisError and the circuit breaker', () => {
       await sleep(1100); // openSeconds
       expect(await engine.run('after', () => currentFlight()!.locked)).toBe(true);
       expect(states).toEqual(['open', 'half-open', 'closed']);
+      // The timed-out acquires ran after SIGCONT; the releases sent behind them freed the keys.
+      const keys = [0, 1, 2].map((i) => lock.redisKey(`p${i}`));
+      expect(await own.client().exists(...keys)).toBe(0);
+      expect(await engine.run('p0', () => currentFlight()!.locked, { lockTimeout: 1 })).toBe(true);
       expect(calls()).toBeGreaterThan(before);
     } finally {
       own.resume();

@@ -1,0 +1,104 @@
+import type { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisLockService, SingleFlightEngine, currentFlight } from '../../lib/index.js';
+import { until } from '../nest/nest-helpers.js';
+import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
+import { countingClient, silent, sleep } from './support.js';
+
+/**
+ * Issue 4, "bounded latency" and the circuit breaker on a real 3-master Redis Cluster: the master
+ * that owns the lock key's slot is paused (SIGSTOP) while an ioredis `Cluster` client with
+ * fail-fast settings is in use. Counts and order, not speed; time limits are generous.
+ */
+
+let cluster: RedisCluster;
+
+beforeAll(async () => {
+  cluster = await startRedisCluster();
+}, 60_000);
+afterAll(async () => {
+  for (const node of cluster.nodes) node.resume();
+  await cluster.stop();
+});
+
+/** The index in `cluster.nodes` of the master that owns `redisKey`'s slot, asked of node `via`. */
+async function ownerOf(redisKey: string, via = 0): Promise<number> {
+  const admin = cluster.node(via);
+  const slot = Number(await admin.cluster('KEYSLOT', redisKey));
+  const ranges = (await admin.cluster('SLOTS')) as unknown as [number, number, [string, number]][];
+  const owner = ranges.find(([from, to]) => slot >= from && slot <= to)!;
+  return cluster.nodes.findIndex((node) => node.port === owner[2][1]);
+}
+
+/** Script calls (eval, evalsha) the node has served, from INFO commandstats. */
+async function scriptCalls(node: Redis): Promise<number> {
+  const info = String(await node.info('commandstats'));
+  return [...info.matchAll(/cmdstat_(?:eval|evalsha):calls=(\d+)/g)].reduce(
+    (sum, [, n]) => sum + Number(n),
+    0,
+  );
+}
+
+/** A Cluster client with fail-fast settings, resolved once ready (there is no offline queue). */
+async function failFastCluster(commandTimeout: number): Promise<Cluster> {
+  const client = cluster.client({
+    enableOfflineQueue: false,
+    redisOptions: { commandTimeout, maxRetriesPerRequest: 1, connectTimeout: 2000 },
+  });
+  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
+  return client;
+}
+
+describe('5. bounded latency on a Redis Cluster: the slot owner paused (SIGSTOP), then resumed (SIGCONT)', () => {
+  it('calls time out after commandTimeout, the breaker opens and sends nothing, the lock works again after SIGCONT', async () => {
+    const commandTimeout = 500;
+    const openSeconds = 2;
+    const { client, calls } = countingClient(await failFastCluster(commandTimeout));
+    const lock = new RedisLockService({ redis: client, namespace: 'outage:' });
+    const states: string[] = [];
+    const engine = new SingleFlightEngine({
+      lock,
+      logger: silent,
+      circuitBreaker: { failureThreshold: 3, openSeconds, probes: 1 },
+    });
+    engine.on('breaker', (state) => states.push(state));
+    const locked = () => engine.run('report', () => currentFlight()!.locked);
+
+    expect(await locked()).toBe(true);
+    expect(await locked()).toBe(true); // scripts loaded on the owner: no NOSCRIPT fallback below
+    const index = await ownerOf(lock.redisKey('report'));
+    const paused = cluster.nodes[index]!;
+    const ownerAdmin = cluster.node(index);
+    const served = await scriptCalls(ownerAdmin);
+    const sent = calls();
+
+    paused.pause();
+    const timedOut: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const start = Date.now();
+      expect(await locked()).toBe(false); // fail-open: ran without the lock
+      timedOut.push(Date.now() - start);
+    }
+    expect(states).toEqual(['open']);
+    // About commandTimeout each: generous margin for a small, busy machine.
+    expect(timedOut.every((ms) => ms < commandTimeout + 2500)).toBe(true);
+    // Each timed-out acquire was followed by a release of its own token.
+    expect(calls() - sent).toBe(6);
+
+    for (let i = 0; i < 20; i++) expect(await locked()).toBe(false);
+    expect(calls() - sent).toBe(6); // open: not one script call reached the client
+
+    paused.resume();
+    // The stopped server read the 6 scripts from its socket after SIGCONT, and nothing else.
+    await until(async () => (await scriptCalls(ownerAdmin)) - served >= 6);
+    await sleep(300);
+    expect((await scriptCalls(ownerAdmin)) - served).toBe(6);
+    // A late acquire took the lock, and its release let go of it: the key is not left blocked.
+    expect(await ownerAdmin.exists(lock.redisKey('report'))).toBe(0);
+
+    await sleep(openSeconds * 1000);
+    await until(async () => (await locked()) === true, 15_000);
+    expect(states).toEqual(['open', 'half-open', 'closed']);
+    expect(await locked()).toBe(true);
+  }, 60_000);
+});
