@@ -39,6 +39,13 @@ async function scriptCalls(node: Redis): Promise<number> {
   );
 }
 
+/** Waits until every node reports `cluster_state:<state>` (asked of the nodes not paused). */
+async function clusterState(state: 'ok' | 'fail', nodes: readonly number[]): Promise<void> {
+  const says = async (i: number) =>
+    new RegExp(`cluster_state:${state}`).test(String(await cluster.node(i).cluster('INFO')));
+  await until(async () => (await Promise.all(nodes.map(says))).every(Boolean), 30_000);
+}
+
 /** A Cluster client with fail-fast settings, resolved once ready (there is no offline queue). */
 async function failFastCluster(commandTimeout: number): Promise<Cluster> {
   const client = cluster.client({
@@ -101,4 +108,57 @@ describe('5. bounded latency on a Redis Cluster: the slot owner paused (SIGSTOP)
     expect(states).toEqual(['open', 'half-open', 'closed']);
     expect(await locked()).toBe(true);
   }, 60_000);
+
+  it('a master paused longer than cluster-node-timeout: CLUSTERDOWN on every slot, calls still bounded, all keys lock again once the cluster is ok', async () => {
+    const commandTimeout = 500;
+    const openSeconds = 2;
+    const { client, calls } = countingClient(await failFastCluster(commandTimeout));
+    const lock = new RedisLockService({ redis: client, namespace: 'down:' });
+    const states: string[] = [];
+    const engine = new SingleFlightEngine({
+      lock,
+      logger: silent,
+      defaults: { lockTimeout: 1 },
+      circuitBreaker: { failureThreshold: 3, openSeconds, probes: 1 },
+    });
+    engine.on('breaker', (state) => states.push(state));
+    const locked = (key: string) => engine.run(key, () => currentFlight()!.locked);
+    await clusterState('ok', [0, 1, 2]);
+
+    // One cache key per master.
+    const keyOf = new Map<number, string>();
+    for (let i = 0; keyOf.size < 3; i++) {
+      const owner = await ownerOf(lock.redisKey(`k${i}`));
+      if (!keyOf.has(owner)) keyOf.set(owner, `k${i}`);
+    }
+    for (const key of keyOf.values()) expect(await locked(key)).toBe(true);
+    const others = [0, 1, 2].filter((i) => i !== 0);
+    const healthyKeys = others.map((i) => keyOf.get(i)!);
+
+    cluster.nodes[0]!.pause();
+    // Past cluster-node-timeout (5 s) the other masters mark it failed and refuse every slot.
+    await clusterState('fail', others);
+    const sent = calls();
+    const slow: number[] = [];
+    for (const key of [...healthyKeys, healthyKeys[0]!]) {
+      const start = Date.now();
+      expect(await locked(key)).toBe(false); // a key on a healthy master: fail-open too
+      slow.push(Date.now() - start);
+    }
+    expect(states).toEqual(['open']);
+    // ioredis retries CLUSTERDOWN (maxRedirections x retryDelayOnClusterDown, 16 x 100 ms) on
+    // random nodes, the paused one included, where commandTimeout ends it: bounded either way.
+    expect(slow.every((ms) => ms < 1600 + commandTimeout + 2500)).toBe(true);
+    const whileDown = calls() - sent;
+    for (let i = 0; i < 20; i++) expect(await locked(healthyKeys[i % 2]!)).toBe(false);
+    expect(calls() - sent).toBe(whileDown); // open: nothing sent
+
+    cluster.nodes[0]!.resume();
+    await clusterState('ok', [0, 1, 2]);
+    await sleep(openSeconds * 1000);
+    await until(async () => (await locked(healthyKeys[0]!)) === true, 20_000);
+    expect(states.slice(0, 3)).toEqual(['open', 'half-open', 'closed']);
+    for (const key of keyOf.values()) expect(await locked(key)).toBe(true);
+    expect(states.at(-1)).toBe('closed');
+  }, 90_000);
 });
