@@ -167,7 +167,10 @@ export class RedisLockService {
   /**
    * Tries, without waiting, to become the only holder of `cacheKey`. Not re-entrant: a second
    * acquire of a key this process holds answers busy. `ttl` (seconds) overrides the service's
-   * `ttl` for this lock; beyond the spec, so that `@SingleFlight` can set it per method.
+   * `ttl` for this lock; beyond the spec, so that `@SingleFlight` can set it per method. When the
+   * script fails (e.g. `commandTimeout` on a paused server), a release of this call's token is
+   * sent right behind it, so that a server that runs the acquire late does not keep the key
+   * locked until the TTL.
    */
   async acquire(cacheKey: string, ttl: number = this.options.ttl): Promise<AcquireResult> {
     if (cacheKey === undefined || cacheKey === null) {
