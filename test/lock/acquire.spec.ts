@@ -1,28 +1,29 @@
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   LockError,
   RedisLockService,
   type MessageId,
   type RedisClientFactory,
-  type RedisLockOptions,
 } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { commandStats, failFastClient, rkey, untilExpired } from './lock-helpers.js';
+import {
+  commandStats,
+  failFastClient,
+  rkey,
+  untilExpired,
+  withRedisServer,
+  lockWorkers,
+} from './lock-helpers.js';
 
 const NS = 'acquire-spec:';
 let server: RedisServer;
 let admin: Redis;
 
-beforeAll(async () => {
-  server = await startRedis();
-  admin = server.client();
-});
-afterAll(() => server.stop());
+withRedisServer((s, a) => ((server = s), (admin = a)));
 
 /** One worker: its own service and its own connection, as after a fork. */
-const worker = (options: Partial<RedisLockOptions> = {}): RedisLockService =>
-  new RedisLockService({ redis: () => server.client(), namespace: NS, ...options });
+const worker = lockWorkers(() => server, NS);
 
 describe('acquire', () => {
   describe('STATE DIAGRAM (1) FREE → HELD: acquire(k) [key absent] / SET key token NX PX ttl', () => {

@@ -1,18 +1,14 @@
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { LockError, RedisLockService, type RedisScriptClient } from '../../lib/index.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { recordingClient, sleep } from './lock-helpers.js';
+import { type RedisServer } from '../support/redis-server.js';
+import { recordingClient, sleep, withRedisServer } from './lock-helpers.js';
 
 const NS = 'client-state-spec:';
 let server: RedisServer;
 let admin: Redis;
 
-beforeAll(async () => {
-  server = await startRedis();
-  admin = server.client();
-});
-afterAll(() => server.stop());
+withRedisServer((s, a) => ((server = s), (admin = a)));
 
 const makeClient = (): Redis => server.client();
 const connections = async (): Promise<number> =>

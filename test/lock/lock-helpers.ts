@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { RedisScriptClient } from '../../lib/index.js';
-import type { RedisServer } from '../support/redis-server.js';
+import { afterAll, beforeAll } from 'vitest';
+import { RedisLockService, type RedisLockOptions } from '../../lib/index.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 /** The Redis key the spec's `rkey` gives: namespace, then hex MD5 of the key's UTF-8 bytes. */
 export const rkey = (namespace: string, key: string): string =>
@@ -64,4 +66,26 @@ export async function untilExpired(admin: Redis, key: string, withinMs: number):
     if (Date.now() > deadline) throw new Error(`${key} still exists after ${withinMs} ms`);
     await sleep(10);
   }
+}
+
+/**
+ * The spec file's own redis-server: started before its tests (handed over with an admin client
+ * through `ready`), stopped after them.
+ */
+export function withRedisServer(ready: (server: RedisServer, admin: Redis) => void): void {
+  let started: RedisServer | undefined;
+  beforeAll(async () => {
+    started = await startRedis();
+    ready(started, started.client());
+  });
+  afterAll(() => started?.stop());
+}
+
+/** Makes workers: each its own service and its own connection (as after a fork), in `namespace`. */
+export function lockWorkers(
+  server: () => RedisServer,
+  namespace: string,
+): (options?: Partial<RedisLockOptions>) => RedisLockService {
+  return (options = {}) =>
+    new RedisLockService({ redis: () => server().client(), namespace, ...options });
 }

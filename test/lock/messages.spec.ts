@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   BufferLockConfigError,
   LockError,
@@ -10,17 +10,13 @@ import {
   type RedisScriptClient,
 } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { failFastClient } from './lock-helpers.js';
+import { failFastClient, withRedisServer } from './lock-helpers.js';
 
 const NS = 'messages-spec:';
 let server: RedisServer;
 let admin: Redis;
 
-beforeAll(async () => {
-  server = await startRedis();
-  admin = server.client();
-});
-afterAll(() => server.stop());
+withRedisServer((s, a) => ((server = s), (admin = a)));
 
 const thrownBy = (options: unknown): unknown => {
   try {

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   BufferLockConfigError,
   ENGLISH_MESSAGES,
@@ -7,18 +7,14 @@ import {
   type RedisLockOptions,
   type RedisScriptClient,
 } from '../../lib/index.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { commandStats, sleep } from './lock-helpers.js';
+import { type RedisServer } from '../support/redis-server.js';
+import { commandStats, sleep, withRedisServer } from './lock-helpers.js';
 
 const NS = 'new-spec:';
 let server: RedisServer;
 let admin: Redis;
 
-beforeAll(async () => {
-  server = await startRedis();
-  admin = server.client();
-});
-afterAll(() => server.stop());
+withRedisServer((s, a) => ((server = s), (admin = a)));
 
 const makeClient = (): Redis => server.client();
 const clientCount = async (): Promise<number> =>

@@ -1,26 +1,23 @@
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  LockError,
-  RedisLockService,
-  type LockGuard,
-  type RedisLockOptions,
-} from '../../lib/index.js';
+import { describe, expect, it } from 'vitest';
+import { LockError, RedisLockService, type LockGuard } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { failFastClient, rkey, untilExpired } from './lock-helpers.js';
+import {
+  failFastClient,
+  rkey,
+  untilExpired,
+  withRedisServer,
+  lockWorkers,
+} from './lock-helpers.js';
 
 const NS = 'release-spec:';
 let server: RedisServer;
 let admin: Redis;
 
-beforeAll(async () => {
-  server = await startRedis();
-  admin = server.client();
-});
-afterAll(() => server.stop());
+withRedisServer((s, a) => ((server = s), (admin = a)));
 
-const worker = (options: Partial<RedisLockOptions> = {}): RedisLockService =>
-  new RedisLockService({ redis: () => server.client(), namespace: NS, ...options });
+/** One worker: its own service and its own connection, as after a fork. */
+const worker = lockWorkers(() => server, NS);
 
 describe('release', () => {
   describe('STATE DIAGRAM (2) HELD → FREE: release(guard) [the stored token matches] / delete; (1, undef)', () => {

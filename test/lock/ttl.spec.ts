@@ -1,26 +1,23 @@
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  LockError,
-  RedisLockService,
-  type LockGuard,
-  type RedisLockOptions,
-} from '../../lib/index.js';
+import { describe, expect, it } from 'vitest';
+import { LockError, RedisLockService, type LockGuard } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { failFastClient, recordingClient, untilExpired } from './lock-helpers.js';
+import {
+  failFastClient,
+  recordingClient,
+  untilExpired,
+  withRedisServer,
+  lockWorkers,
+} from './lock-helpers.js';
 
 const NS = 'ttl-spec:';
 let server: RedisServer;
 let admin: Redis;
 
-beforeAll(async () => {
-  server = await startRedis();
-  admin = server.client();
-});
-afterAll(() => server.stop());
+withRedisServer((s, a) => ((server = s), (admin = a)));
 
-const worker = (options: Partial<RedisLockOptions> = {}): RedisLockService =>
-  new RedisLockService({ redis: () => server.client(), namespace: NS, ...options });
+/** One worker: its own service and its own connection, as after a fork. */
+const worker = lockWorkers(() => server, NS);
 
 /** The PX milliseconds the service sent with its last script call (the last ARGV). */
 const lastArgv = (client: ReturnType<typeof recordingClient>): unknown =>
