@@ -49,15 +49,7 @@ export function failFastClient(server: RedisServer): Redis {
   });
 }
 
-/** Counts of the commands a server ran since the last CONFIG RESETSTAT, by lower-case name. */
-export async function commandStats(admin: Redis): Promise<Map<string, number>> {
-  const info = await admin.info('commandstats');
-  const stats = new Map<string, number>();
-  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
-    stats.set(match[1]!, Number(match[2]));
-  }
-  return stats;
-}
+export { commandStats } from '../support/command-stats.js';
 
 /** Polls Redis until `key` is gone; Redis, not a timer, says when the TTL ran out. */
 export async function untilExpired(admin: Redis, key: string, withinMs: number): Promise<void> {

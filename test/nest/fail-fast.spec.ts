@@ -10,6 +10,7 @@ import {
   SingleFlightEngine,
   currentFlight,
 } from '../../lib/index.js';
+import { scriptCalls as scriptCallsOf } from '../support/command-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { MemoryLogger, until } from './nest-helpers.js';
 
@@ -32,13 +33,7 @@ class Reports {
   }
 }
 
-const scriptCalls = async (): Promise<number> => {
-  const info = String(await admin.info('commandstats'));
-  return [...info.matchAll(/cmdstat_(?:eval|evalsha):calls=(\d+)/g)].reduce(
-    (sum, [, n]) => sum + Number(n),
-    0,
-  );
-};
+const scriptCalls = (): Promise<number> => scriptCallsOf(admin);
 
 beforeAll(async () => {
   server = await startRedis();

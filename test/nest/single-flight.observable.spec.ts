@@ -6,6 +6,7 @@ import { firstValueFrom, map, Observable, Subject, toArray } from 'rxjs';
 import request from 'supertest';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BufferLockModule, RedisLockService, SingleFlight } from '../../lib/index.js';
+import { scriptCalls as scriptCallsOf } from '../support/command-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { MemoryLogger, until } from './nest-helpers.js';
 
@@ -42,13 +43,7 @@ class Prices {
   }
 }
 
-const scriptCalls = async (): Promise<number> => {
-  const info = String(await admin.info('commandstats'));
-  return [...info.matchAll(/cmdstat_(?:eval|evalsha):calls=(\d+)/g)].reduce(
-    (sum, [, n]) => sum + Number(n),
-    0,
-  );
-};
+const scriptCalls = (): Promise<number> => scriptCallsOf(admin);
 
 const lockValue = (cacheKey: string): Promise<string | null> =>
   admin.get(app.get(RedisLockService).redisKey(cacheKey));

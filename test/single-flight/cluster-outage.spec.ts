@@ -1,7 +1,8 @@
-import type { Cluster, Redis } from 'ioredis';
+import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService, SingleFlightEngine, currentFlight } from '../../lib/index.js';
 import { until } from '../nest/nest-helpers.js';
+import { scriptCalls } from '../support/command-stats.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 import { countingClient, silent, sleep } from './support.js';
 
@@ -28,15 +29,6 @@ async function ownerOf(redisKey: string, via = 0): Promise<number> {
   const ranges = (await admin.cluster('SLOTS')) as unknown as [number, number, [string, number]][];
   const owner = ranges.find(([from, to]) => slot >= from && slot <= to)!;
   return cluster.nodes.findIndex((node) => node.port === owner[2][1]);
-}
-
-/** Script calls (eval, evalsha) the node has served, from INFO commandstats. */
-async function scriptCalls(node: Redis): Promise<number> {
-  const info = String(await node.info('commandstats'));
-  return [...info.matchAll(/cmdstat_(?:eval|evalsha):calls=(\d+)/g)].reduce(
-    (sum, [, n]) => sum + Number(n),
-    0,
-  );
 }
 
 /** Waits until every node reports `cluster_state:<state>` (asked of the nodes not paused). */
