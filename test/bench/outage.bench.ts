@@ -163,6 +163,10 @@ export const outageSection: BenchSection = {
         await Promise.all(
           Array.from({ length: LOOPS }, async () => {
             while (!enough() && performance.now() - pausedAt < limitMs) {
+              // A real caller arrives through I/O. With the breaker open a call settles in
+              // microtasks only, so a loop that never yields would starve this process's timers,
+              // the ioredis command timeouts of the calls still waiting among them.
+              await new Promise((resolve) => setImmediate(resolve));
               const sample = await timed();
               paused.push(sample);
               fastInARow = sample.ms < 5 ? fastInARow + 1 : 0;
@@ -216,7 +220,8 @@ export const outageSection: BenchSection = {
         `## 4. Outage\n\n` +
           `A Nest application context with \`BufferLockModule.forRoot({ redis: url })\` (the ` +
           `module's own client, so its fail-fast defaults apply: commandTimeout ${commandTimeout} ms) ` +
-          `calls a \`@SingleFlight\` method on distinct keys, ${LOOPS} callers at a time. The ` +
+          `calls a \`@SingleFlight\` method on distinct keys, ${LOOPS} callers at a time; each ` +
+          `yields to the event loop before its next call, as callers that arrive by I/O do. The ` +
           `section's own redis-server is frozen with SIGSTOP, then resumed with SIGCONT, ` +
           `${cycles} time(s); the paused rows pool all outages.\n\n` +
           table(
