@@ -16,6 +16,11 @@ import { Rule, validateOptions } from './validate-options.js';
 export interface RedisScriptClient {
   eval(script: string, numkeys: number, ...args: (string | number)[]): unknown;
   evalsha?(sha: string, numkeys: number, ...args: (string | number)[]): unknown;
+  /**
+   * Optional: `SET key value PX ms NX`, answering `'OK'` or `null` (ioredis has it). When present,
+   * acquire sends it directly instead of running it inside a Lua script.
+   */
+  set?(key: string, value: string, px: 'PX', milliseconds: number, nx: 'NX'): unknown;
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { RedisScriptClient } from '../options/redis-lock.options.js';
 import { luaScript, runScript } from './lua-script.js';
 
-// SET NX answers nil when the key exists; Lua sees that as false.
+// SET NX answers nil when the key exists; Lua sees that as false. For clients with eval() only.
 const ACQUIRE = luaScript(`
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 1
@@ -9,16 +9,27 @@ end
 return 0
 `);
 
+/** What `SET key token PX ms NX` answers: `'OK'` when set, `null` when the key exists. */
+const fromSetReply = (reply: unknown): unknown =>
+  reply === 'OK' ? 1 : reply === null ? 0 : reply === undefined ? undefined : reply;
+
 /**
  * Sets `key` to `token` for `ttlMs` milliseconds unless the key exists, in one atomic step.
  * Resolves 1 when the lock was taken, 0 when it is held, and whatever a misbehaving client
  * answered otherwise (the caller treats a missing answer as an error).
+ *
+ * A client with `set()` (ioredis, node-redis adapters) is sent the plain `SET … NX PX`: the same
+ * single atomic command the script would run, without the cost of a Lua call on the server. A
+ * client with only `eval()` (the spec's interface) runs it through the script.
  */
-export function acquireLock(
+export async function acquireLock(
   client: RedisScriptClient,
   key: string,
   token: string,
   ttlMs: number,
 ): Promise<unknown> {
+  if (typeof client.set === 'function') {
+    return fromSetReply(await client.set(key, token, 'PX', ttlMs, 'NX'));
+  }
   return runScript(client, ACQUIRE, [key], [token, ttlMs]);
 }

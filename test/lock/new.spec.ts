@@ -233,7 +233,7 @@ describe('new', () => {
       expect(await sent()).toEqual([]);
       // The same probe does see the lock's first command.
       await lock.acquire('probe');
-      expect(await sent()).toContain('evalsha');
+      expect(await sent()).toContain('set');
     });
 
     it('the number of client connections does not change with new and a factory', async () => {

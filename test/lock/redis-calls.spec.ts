@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { RedisLockService, type LockGuard } from '../../lib/index.js';
+import { commandStats } from '../support/command-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { recordingClient } from './lock-helpers.js';
 
@@ -134,6 +135,75 @@ describe('Redis calls', () => {
       await admin.script('FLUSH');
       const [guard] = await lock.acquire('frozen');
       expect(await lock.release(guard!)).toEqual([true, undefined]);
+    });
+  });
+
+  describe('acquire: SET … NX PX, sent as it is when the client has set()', () => {
+    /** The commands the server ran while `action` did, by name (INFO commandstats delta). */
+    async function ran(action: () => Promise<unknown>): Promise<Record<string, number>> {
+      const before = await commandStats(admin);
+      await action();
+      const delta: Record<string, number> = {};
+      for (const [name, calls] of await commandStats(admin)) {
+        const d = calls - (before.get(name) ?? 0);
+        if (d > 0 && name !== 'info' && name !== 'ping') delta[name] = d;
+      }
+      return delta;
+    }
+
+    it('an ioredis client: one SET per acquire, no script; the key holds the token with its TTL', async () => {
+      const client = server.client();
+      await client.ping(); // connected before counting
+      const lock = new RedisLockService({ redis: client, namespace: NS, ttl: 5 });
+      let guard: LockGuard | undefined;
+      expect(await ran(async () => ([guard] = await lock.acquire('plain-set')))).toEqual({
+        set: 1,
+      });
+      expect(await admin.get(guard!.key)).toBe(guard!.token);
+      const pttl = await admin.pttl(guard!.key);
+      expect(pttl).toBeGreaterThan(4000);
+      expect(pttl).toBeLessThanOrEqual(5000);
+      // Held: SET NX answers nil, and acquire answers busy, still without a script.
+      let busy: unknown;
+      expect(await ran(async () => (busy = await lock.acquire('plain-set')))).toEqual({ set: 1 });
+      expect(busy).toEqual([undefined, undefined]);
+      expect(await admin.get(guard!.key)).toBe(guard!.token);
+      expect(await lock.release(guard!)).toEqual([true, undefined]);
+    });
+
+    it('an eval-only client runs the same SET NX PX inside the script', async () => {
+      const client = recordingClient(server.client());
+      const lock = new RedisLockService({ redis: client, namespace: NS, ttl: 5 });
+      const delta = await ran(() => lock.acquire('script-set'));
+      expect(client.calls.map((c) => c.method)).toContain('evalsha');
+      expect(delta['set']).toBe(1); // the SET inside the script
+      expect(delta['evalsha']).toBe(1);
+    });
+
+    it('with fencing the acquire stays one script (SET and INCR in one step)', async () => {
+      const lock = new RedisLockService({ redis: server.client(), namespace: NS, fencing: true });
+      await lock.acquire('fenced-warm'); // loads the script
+      const delta = await ran(() => lock.acquire('fenced-set'));
+      expect(delta).toEqual({ evalsha: 1, set: 1, incr: 1 });
+    });
+
+    it('a set() that answers nothing is "no result"; one that rejects is "lock failed"', async () => {
+      const real = server.client();
+      const evalOf = (...a: [string, number, ...(string | number)[]]) => real.eval(...a);
+      const silentSet = new RedisLockService({
+        redis: { eval: evalOf, set: () => Promise.resolve(undefined) },
+        namespace: NS,
+      });
+      const [, noResult] = await silentSet.acquire('silent-set');
+      expect(noResult?.code).toBe('redis_no_result');
+      expect(noResult?.message).toBe('Redis lock command returned no result');
+      const failingSet = new RedisLockService({
+        redis: { eval: evalOf, set: () => Promise.reject(new Error('READONLY replica')) },
+        namespace: NS,
+      });
+      const [, failed] = await failingSet.acquire('failing-set');
+      expect(failed?.code).toBe('redis_lock_failed');
+      expect(failed?.message).toBe('Redis lock failed: READONLY replica');
     });
   });
 

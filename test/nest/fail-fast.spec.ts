@@ -10,7 +10,7 @@ import {
   SingleFlightEngine,
   currentFlight,
 } from '../../lib/index.js';
-import { scriptCalls as scriptCallsOf } from '../support/command-stats.js';
+import { lockCommands as lockCommandsOf } from '../support/command-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { MemoryLogger, until } from './nest-helpers.js';
 
@@ -33,7 +33,7 @@ class Reports {
   }
 }
 
-const scriptCalls = (): Promise<number> => scriptCallsOf(admin);
+const lockCommands = (): Promise<number> => lockCommandsOf(admin);
 
 beforeAll(async () => {
   server = await startRedis();
@@ -64,7 +64,7 @@ describe('Redis paused (SIGSTOP): bounded latency, the breaker, recovery after S
     const states: string[] = [];
     app.get(SingleFlightEngine).on('breaker', (state) => states.push(state));
     expect(await reports.build('warm')).toBe(true);
-    const before = await scriptCalls();
+    const before = await lockCommands();
 
     server.pause();
     const timedOut: number[] = [];
@@ -82,9 +82,9 @@ describe('Redis paused (SIGSTOP): bounded latency, the breaker, recovery after S
     server.resume();
     // Only the 3 timed-out acquires, each followed by a release of its own token, ever reached
     // Redis; the 20 calls while open sent nothing.
-    await until(async () => (await scriptCalls()) - before >= 6);
+    await until(async () => (await lockCommands()) - before >= 6);
     await new Promise((r) => setTimeout(r, 300));
-    expect((await scriptCalls()) - before).toBe(6);
+    expect((await lockCommands()) - before).toBe(6);
     // The acquires ran late (after SIGCONT) and took their locks; the releases let go of them.
     const lock = app.get(RedisLockService);
     for (let i = 0; i < 3; i++)

@@ -6,7 +6,7 @@ import { firstValueFrom, map, Observable, Subject, toArray } from 'rxjs';
 import request from 'supertest';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BufferLockModule, RedisLockService, SingleFlight } from '../../lib/index.js';
-import { scriptCalls as scriptCallsOf } from '../support/command-stats.js';
+import { lockCommands as lockCommandsOf } from '../support/command-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { MemoryLogger, until } from './nest-helpers.js';
 
@@ -43,12 +43,12 @@ class Prices {
   }
 }
 
-const scriptCalls = (): Promise<number> => scriptCallsOf(admin);
+const lockCommands = (): Promise<number> => lockCommandsOf(admin);
 
 const lockValue = (cacheKey: string): Promise<string | null> =>
   admin.get(app.get(RedisLockService).redisKey(cacheKey));
 
-/** Redis script calls (acquire + release) of one lone subscription, measured once. */
+/** Lock commands (acquire + release) of one lone subscription, measured once. */
 let loneCalls: number;
 
 beforeAll(async () => {
@@ -69,7 +69,7 @@ beforeAll(async () => {
 
   const prices = app.get(Prices);
   const lone = async (): Promise<number> => {
-    const before = await scriptCalls();
+    const before = await lockCommands();
     prices.reset();
     const values = firstValueFrom(prices.prices('lone').pipe(toArray()));
     await until(() => prices.source.observed);
@@ -77,9 +77,9 @@ beforeAll(async () => {
     prices.source.complete();
     expect(await values).toEqual([{ id: 'lone', price: 1 }]);
     await until(async () => (await lockValue('prices:lone')) === null);
-    return (await scriptCalls()) - before;
+    return (await lockCommands()) - before;
   };
-  await lone(); // the first use of each script also pays a NOSCRIPT fallback
+  await lone(); // the first use of the release script also pays a NOSCRIPT fallback
   loneCalls = await lone();
   expect(loneCalls).toBeGreaterThanOrEqual(2); // at least an acquire and a release
 });
@@ -92,7 +92,7 @@ beforeEach(() => app.get(Prices).reset());
 describe('@SingleFlight Observable: overlapping subscriptions in one process are one flight', () => {
   it('50 concurrent subscriptions: the Redis commands of one call, one run, the same values in order', async () => {
     const prices = app.get(Prices);
-    const before = await scriptCalls();
+    const before = await lockCommands();
     const all = Array.from({ length: 50 }, () =>
       firstValueFrom(prices.prices('1').pipe(toArray())),
     );
@@ -107,12 +107,12 @@ describe('@SingleFlight Observable: overlapping subscriptions in one process are
     for (const values of await Promise.all([...all, late])) expect(values).toEqual(expected);
     expect(prices.runs).toBe(1);
     await until(async () => (await lockValue('prices:1')) === null);
-    expect((await scriptCalls()) - before).toBe(loneCalls);
+    expect((await lockCommands()) - before).toBe(loneCalls);
   });
 
   it('20 concurrent HTTP requests: one run, one acquire, the same body for all', async () => {
     const prices = app.get(Prices);
-    const before = await scriptCalls();
+    const before = await lockCommands();
     const http = app.getHttpServer();
     const replies = Array.from({ length: 20 }, () =>
       request(http)
@@ -131,7 +131,7 @@ describe('@SingleFlight Observable: overlapping subscriptions in one process are
     }
     expect(prices.runs).toBe(1);
     await until(async () => (await lockValue('prices:2')) === null);
-    expect((await scriptCalls()) - before).toBe(loneCalls);
+    expect((await lockCommands()) - before).toBe(loneCalls);
   });
 
   it('an error reaches every subscriber; a subscription after it starts a new flight', async () => {

@@ -2,7 +2,7 @@ import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService, SingleFlightEngine, currentFlight } from '../../lib/index.js';
 import { until } from '../nest/nest-helpers.js';
-import { scriptCalls } from '../support/command-stats.js';
+import { lockCommands } from '../support/command-stats.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 import { countingClient, silent, sleep } from './support.js';
 
@@ -64,11 +64,11 @@ describe('5. bounded latency on a Redis Cluster: the slot owner paused (SIGSTOP)
     const locked = () => engine.run('report', () => currentFlight()!.locked);
 
     expect(await locked()).toBe(true);
-    expect(await locked()).toBe(true); // scripts loaded on the owner: no NOSCRIPT fallback below
+    expect(await locked()).toBe(true); // script loaded on the owner: no NOSCRIPT fallback below
     const index = await ownerOf(lock.redisKey('report'));
     const paused = cluster.nodes[index]!;
     const ownerAdmin = cluster.node(index);
-    const served = await scriptCalls(ownerAdmin);
+    const served = await lockCommands(ownerAdmin);
     const sent = calls();
 
     paused.pause();
@@ -85,13 +85,13 @@ describe('5. bounded latency on a Redis Cluster: the slot owner paused (SIGSTOP)
     expect(calls() - sent).toBe(6);
 
     for (let i = 0; i < 20; i++) expect(await locked()).toBe(false);
-    expect(calls() - sent).toBe(6); // open: not one script call reached the client
+    expect(calls() - sent).toBe(6); // open: not one lock command reached the client
 
     paused.resume();
-    // The stopped server read the 6 scripts from its socket after SIGCONT, and nothing else.
-    await until(async () => (await scriptCalls(ownerAdmin)) - served >= 6);
+    // The stopped server read the 6 commands from its socket after SIGCONT, and nothing else.
+    await until(async () => (await lockCommands(ownerAdmin)) - served >= 6);
     await sleep(300);
-    expect((await scriptCalls(ownerAdmin)) - served).toBe(6);
+    expect((await lockCommands(ownerAdmin)) - served).toBe(6);
     // A late acquire took the lock, and its release let go of it: the key is not left blocked.
     expect(await ownerAdmin.exists(lock.redisKey('report'))).toBe(0);
 

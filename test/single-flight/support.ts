@@ -25,7 +25,10 @@ export function countingLock<L extends RedisLockService>(
   return { lock: proxy, acquires: () => acquires };
 }
 
-/** `client` with its script calls (eval, evalsha) counted; everything else passes through. */
+/**
+ * `client` with its lock commands counted: `set` (an acquire) and `eval`/`evalsha` (a release, an
+ * extension, or an acquire on an eval-only client); everything else passes through.
+ */
 export function countingClient<C extends RedisScriptClient>(
   client: C,
 ): { client: C; calls: () => number } {
@@ -34,7 +37,7 @@ export function countingClient<C extends RedisScriptClient>(
     get(target, property) {
       const value: unknown = Reflect.get(target, property, target);
       if (typeof value !== 'function') return value;
-      if (property === 'eval' || property === 'evalsha') {
+      if (property === 'set' || property === 'eval' || property === 'evalsha') {
         return (...args: unknown[]) => {
           calls++;
           return (value as (...a: unknown[]) => unknown).apply(target, args);

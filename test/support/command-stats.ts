@@ -10,8 +10,12 @@ export async function commandStats(client: Redis): Promise<Map<string, number>> 
   return stats;
 }
 
-/** Script calls (EVAL and EVALSHA) a server has run, from INFO commandstats. */
-export async function scriptCalls(client: Redis): Promise<number> {
+/**
+ * Lock commands a server has run, from INFO commandstats: SET (an acquire) and EVAL/EVALSHA (a
+ * release or an extension). A SET run inside a script counts too, so this counts lock commands
+ * only where no script writes with SET (no `share`, no `fencing`).
+ */
+export async function lockCommands(client: Redis): Promise<number> {
   const stats = await commandStats(client);
-  return (stats.get('eval') ?? 0) + (stats.get('evalsha') ?? 0);
+  return (stats.get('set') ?? 0) + (stats.get('eval') ?? 0) + (stats.get('evalsha') ?? 0);
 }
