@@ -36,6 +36,18 @@ function shapeOf(client: Redis): unknown {
   };
 }
 
+/** The commands the server ran while `action` did, by name (INFO commandstats delta). */
+async function ran(action: () => Promise<unknown>): Promise<Record<string, number>> {
+  const before = await commandStats(admin);
+  await action();
+  const delta: Record<string, number> = {};
+  for (const [name, calls] of await commandStats(admin)) {
+    const d = calls - (before.get(name) ?? 0);
+    if (d > 0 && name !== 'info' && name !== 'ping') delta[name] = d;
+  }
+  return delta;
+}
+
 describe('Redis calls', () => {
   describe('scripts run by EVALSHA, with EVAL when Redis answers NOSCRIPT', () => {
     it('uses EVALSHA; after SCRIPT FLUSH it falls back to EVAL once and still locks', async () => {
@@ -139,18 +151,6 @@ describe('Redis calls', () => {
   });
 
   describe('acquire: SET … NX PX, sent as it is when the client has set()', () => {
-    /** The commands the server ran while `action` did, by name (INFO commandstats delta). */
-    async function ran(action: () => Promise<unknown>): Promise<Record<string, number>> {
-      const before = await commandStats(admin);
-      await action();
-      const delta: Record<string, number> = {};
-      for (const [name, calls] of await commandStats(admin)) {
-        const d = calls - (before.get(name) ?? 0);
-        if (d > 0 && name !== 'info' && name !== 'ping') delta[name] = d;
-      }
-      return delta;
-    }
-
     it('an ioredis client: one SET per acquire, no script; the key holds the token with its TTL', async () => {
       const client = server.client();
       await client.ping(); // connected before counting
