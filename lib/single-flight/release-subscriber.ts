@@ -181,10 +181,12 @@ export class ReleaseSubscriber {
   private connect(): SubscriberConnection {
     if (this.connection) return this.connection;
     // A Cluster needs sharded subscribers for SSUBSCRIBE: one connection to the shard of each slot.
+    // Subscribe commands are sent as they are, never through an auto-pipeline.
+    const overrides = { enableOfflineQueue: true, enableAutoPipelining: false };
     const connection = (
       this.client.isCluster === true
-        ? this.client.duplicate(undefined, { shardedSubscribers: true, enableOfflineQueue: true })
-        : this.client.duplicate({ enableOfflineQueue: true })
+        ? this.client.duplicate(undefined, { shardedSubscribers: true, ...overrides })
+        : this.client.duplicate(overrides)
     ) as SubscriberConnection;
     connection.on('error', (error) => this.report(error));
     connection.on('smessage', (channel) => {

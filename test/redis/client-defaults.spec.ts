@@ -29,6 +29,7 @@ describe('client defaults: the fail-fast settings', () => {
       maxRetriesPerRequest: 1,
       enableOfflineQueue: false,
       connectTimeout: 2000,
+      enableAutoPipelining: true,
     });
     expect(Object.isFrozen(FAIL_FAST_CLIENT_DEFAULTS)).toBe(true);
   });
