@@ -505,7 +505,15 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
       onLockLost: (event) => this.lockLost({ ...event, cacheKey }),
     }).start();
     return {
-      context: { cacheKey, locked: true, signal: watchdog.signal, fence: admission.guard.fence },
+      context: {
+        cacheKey,
+        locked: true,
+        // Read when the work asks for it (SingleFlight.signal()), not made for every call.
+        get signal() {
+          return watchdog.signal;
+        },
+        fence: admission.guard.fence,
+      },
       done: () => watchdog.stop(),
     };
   }

@@ -86,7 +86,10 @@ export class LockWatchdog extends EventEmitter<{
   extended: [];
   extendFailed: [Error];
 }> {
-  private readonly controller = new AbortController();
+  // Made when someone reads `signal` (or the lock is lost): most work never looks at it, and an
+  // AbortController per call is a measurable share of a fast method's cost.
+  private controller: AbortController | undefined;
+  private lost = false;
   private timer: NodeJS.Timeout | undefined;
   private running = false;
   private startedAt = 0;
@@ -104,7 +107,7 @@ export class LockWatchdog extends EventEmitter<{
 
   /** Aborted, with the {@link LockLostEvent} as its reason, when the lock is lost. */
   get signal(): AbortSignal {
-    return this.controller.signal;
+    return (this.controller ??= new AbortController()).signal;
   }
 
   /** Whether the watchdog still extends the lock. */
@@ -114,7 +117,7 @@ export class LockWatchdog extends EventEmitter<{
 
   /** Starts extending (the lock was just acquired, so the first extension is ttl/3 away). */
   start(): this {
-    if (this.running || this.controller.signal.aborted) return this;
+    if (this.running || this.lost) return this;
     this.running = true;
     this.startedAt = this.lastExtendedAt = Date.now();
     this.schedule(this.intervalMs);
@@ -178,7 +181,8 @@ export class LockWatchdog extends EventEmitter<{
     } catch {
       // A throwing callback must not turn into an unhandled rejection.
     }
-    this.controller.abort(event);
+    this.lost = true;
+    (this.controller ??= new AbortController()).abort(event);
   }
 
   /** emit() without letting a throwing listener escape the timer. */
