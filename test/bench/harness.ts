@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
@@ -212,6 +213,27 @@ export async function redisCpuSeconds(admin: Redis): Promise<number> {
   const read = (name: string): number =>
     Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
   return read('used_cpu_user') + read('used_cpu_sys');
+}
+
+/** Clock ticks per second of /proc/<pid>/stat times: 100 on Linux (USER_HZ). */
+const CLOCK_TICKS = 100;
+
+/**
+ * CPU seconds (user + system) a process has used, from /proc on Linux; NaN where there is none.
+ *
+ * @example
+ * ```ts
+ * const before = processCpuSeconds(child.pid!);
+ * ```
+ */
+export function processCpuSeconds(pid: number): number {
+  try {
+    // Fields after the command name: state is 3rd, utime 14th and stime 15th of the whole line.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 /** Joins sample arrays. */

@@ -11,6 +11,8 @@ import {
   interleave,
   median,
   NOT_AVAILABLE,
+  processCpuSeconds,
+  redisCpuSeconds,
   table,
   target,
   type BenchContext,
@@ -27,6 +29,9 @@ interface Load {
   readonly non2xx: number;
   readonly errors: number;
   readonly commandsPerRequest: number;
+  /** CPU µs per request of the app process and of redis-server (steadier than requests/s). */
+  readonly serverCpuUs: number;
+  readonly redisCpuUs: number;
 }
 
 /** The handler bodies compared, as rows of the table and lines of the targets. */
@@ -45,8 +50,11 @@ async function load(
   connections: number,
   seconds: number,
   admin: Redis,
+  serverPid: number,
 ): Promise<Load> {
   const before = await commandStats(admin);
+  const serverCpu0 = processCpuSeconds(serverPid);
+  const redisCpu0 = await redisCpuSeconds(admin);
   const result = await autocannon({
     url: `http://127.0.0.1:${port}`,
     connections,
@@ -55,9 +63,14 @@ async function load(
       { method: 'GET', setupRequest: (request) => ({ ...request, path: `/${path}/${nextId++}` }) },
     ],
   });
+  const serverCpu = processCpuSeconds(serverPid) - serverCpu0;
+  const redisCpu = (await redisCpuSeconds(admin)) - redisCpu0;
   const commands = commandDelta(before, await commandStats(admin)).total;
+  const requests = Math.max(1, result['2xx'] + result.non2xx);
   return {
-    commandsPerRequest: commands / Math.max(1, result['2xx'] + result.non2xx),
+    commandsPerRequest: commands / requests,
+    serverCpuUs: (serverCpu * 1e6) / requests,
+    redisCpuUs: (redisCpu * 1e6) / requests,
     rps: result['2xx'] / result.duration,
     p50: result.latency.p50,
     p99: result.latency.p99,
@@ -114,6 +127,7 @@ export const overheadSection: BenchSection = {
             run.connections,
             round < 0 ? 1 : seconds,
             admin,
+            server.pid!,
           );
         },
         (run, result) => results.get(run)!.push(result),
@@ -126,6 +140,8 @@ export const overheadSection: BenchSection = {
         fmt(median(loads.map((l) => l.p50)), 2),
         fmt(median(loads.map((l) => l.p99)), 2),
         fmt(median(loads.map((l) => l.commandsPerRequest)), 2),
+        fmt(median(loads.map((l) => l.serverCpuUs)), 0),
+        fmt(median(loads.map((l) => l.redisCpuUs)), 0),
         String(loads.reduce((n, l) => n + l.non2xx + l.errors, 0)),
       ];
       const rows: string[][] = [];
@@ -173,7 +189,11 @@ export const overheadSection: BenchSection = {
           `${rounds} round(s) of ${seconds} s per route, handler and connection count, all ` +
           `interleaved; ratios are medians of per-round ratios. With 16 connections the server ` +
           `is not saturated and the ratio mostly shows the two added round trips of latency; with ` +
-          `64 the CPUs are (load generator, server and Redis share them) and it shows CPU cost.\n\n` +
+          `64 the CPUs are (load generator, server and Redis share them) and it shows CPU cost. ` +
+          `CPU per request (medians over rounds; the app's from /proc, Redis's from INFO cpu) is ` +
+          `steadier than requests/s on a shared machine. The module builds the lock's client from ` +
+          `the URL, so it has \`FAIL_FAST_CLIENT_DEFAULTS\` (auto-pipelining among them); the ` +
+          `app's cache client is a default ioredis client in both routes.\n\n` +
           table(
             [
               'handler',
@@ -183,6 +203,8 @@ export const overheadSection: BenchSection = {
               'p50 ms',
               'p99 ms',
               'Redis cmds/request',
+              'app µs CPU/request',
+              'Redis µs CPU/request',
               'errors + non-2xx',
             ],
             rows,

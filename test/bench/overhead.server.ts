@@ -10,13 +10,10 @@ import { decorate, singleFlightApi } from './features.js';
 import { OVERHEAD_CACHE_TTL_SECONDS, type OverheadWork } from './overhead.protocol.js';
 
 const port = Number(process.env['BENCH_REDIS_PORT']);
-// BENCH_AUTO_PIPELINING=1: ioredis options with enableAutoPipelining instead of a URL.
-const autoPipelining = process.env['BENCH_AUTO_PIPELINING'] === '1';
-const redis = autoPipelining
-  ? { host: '127.0.0.1', port, enableAutoPipelining: true }
-  : `redis://127.0.0.1:${port}`;
+// The module builds the lock's client from the URL, with its client defaults.
+const redis = `redis://127.0.0.1:${port}`;
 // The app's own cache client on the same Redis, as a cached endpoint has next to the lock's.
-const cache = new Redis({ host: '127.0.0.1', port, enableAutoPipelining: autoPipelining });
+const cache = new Redis({ host: '127.0.0.1', port });
 
 interface Item {
   readonly id: string;
