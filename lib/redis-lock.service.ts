@@ -14,6 +14,7 @@ import {
 } from './options/redis-lock.options.js';
 import { parseSeconds, toMilliseconds } from './options/seconds.js';
 import { acquireLock } from './redis/acquire-lock.js';
+import { batchingClient } from './redis/batching-client.js';
 import { extendLock } from './redis/extend-lock.js';
 import { acquireFencedLock } from './redis/fencing.js';
 import { releaseLock } from './redis/release-lock.js';
@@ -132,6 +133,8 @@ export class RedisLockService {
   private readonly options: ResolvedLockOptions;
   private readonly messages: BufferLockMessages;
   private client: RedisScriptClient | undefined;
+  /** The lock's own commands go through this: `client`, batched under load (batchingClient). */
+  private commands: RedisScriptClient | undefined;
   /** The last key() asked for: `@SingleFlight` asks redisKey(k) and then acquire(k). */
   private lastCacheKey: string | undefined;
   private lastRedisKey = '';
@@ -144,7 +147,7 @@ export class RedisLockService {
     // Invalid overrides are left out here, so that they are reported rather than rendered.
     this.messages = messages ?? new BufferLockMessages({ messages: safeCatalog(options) });
     this.options = resolveLockOptions(options, this.messages);
-    if (typeof this.options.redis !== 'function') this.client = this.options.redis;
+    if (typeof this.options.redis !== 'function') this.use(this.options.redis);
   }
 
   /** The client, or the factory that makes it, as given. */
@@ -186,7 +189,7 @@ export class RedisLockService {
     let client: RedisScriptClient;
     let answer: unknown;
     try {
-      client = this.client ?? (await this.connect());
+      client = this.commands ?? (await this.connectCommands());
     } catch (error) {
       return [undefined, this.failure('redis_lock_failed', error)];
     }
@@ -217,7 +220,7 @@ export class RedisLockService {
     if (!isGuard(guard)) return [false, this.error('redis_invalid_guard')];
     let answer: unknown;
     try {
-      const client = this.client ?? (await this.connect());
+      const client = this.commands ?? (await this.connectCommands());
       answer = await releaseLock(client, guard.key, guard.token);
     } catch (error) {
       return [false, this.failure('redis_unlock_failed', error)];
@@ -236,7 +239,7 @@ export class RedisLockService {
     if (seconds === undefined) return [false, this.error('redis_ttl_invalid')];
     let answer: unknown;
     try {
-      const client = this.client ?? (await this.connect());
+      const client = this.commands ?? (await this.connectCommands());
       answer = await extendLock(client, guard.key, guard.token, toMilliseconds(seconds));
     } catch (error) {
       return [false, this.failure('redis_extend_failed', error)];
@@ -285,6 +288,17 @@ export class RedisLockService {
     return this.lastRedisKey;
   }
 
+  private use(client: RedisScriptClient): void {
+    this.client = client;
+    this.commands = batchingClient(client);
+  }
+
+  /** The client for the lock's own commands, connecting on first use. */
+  private async connectCommands(): Promise<RedisScriptClient> {
+    await this.connect();
+    return this.commands!;
+  }
+
   /** The client, made by the factory on first use. Concurrent first calls share one call. */
   private connect(): Promise<RedisScriptClient> {
     if (this.connecting) return this.connecting;
@@ -292,7 +306,7 @@ export class RedisLockService {
     const attempt = (async () => {
       const client = await factory();
       if (!isClient(client)) throw new NoClient();
-      this.client = client;
+      this.use(client);
       return client;
     })();
     // A failed attempt is forgotten, so the next call asks the factory again.

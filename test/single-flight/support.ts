@@ -25,9 +25,12 @@ export function countingLock<L extends RedisLockService>(
   return { lock: proxy, acquires: () => acquires };
 }
 
+const LOCK_COMMANDS: ReadonlySet<string> = new Set(['set', 'eval', 'evalsha']);
+
 /**
  * `client` with its lock commands counted: `set` (an acquire) and `eval`/`evalsha` (a release, an
- * extension, or an acquire on an eval-only client); everything else passes through.
+ * extension, or an acquire on an eval-only client), also inside pipelines; everything else passes
+ * through.
  */
 export function countingClient<C extends RedisScriptClient>(
   client: C,
@@ -37,7 +40,14 @@ export function countingClient<C extends RedisScriptClient>(
     get(target, property) {
       const value: unknown = Reflect.get(target, property, target);
       if (typeof value !== 'function') return value;
-      if (property === 'set' || property === 'eval' || property === 'evalsha') {
+      if (property === 'pipeline') {
+        // The lock batches concurrent commands into one pipeline: count the lock commands in it.
+        return (commands: readonly (readonly unknown[])[]) => {
+          calls += commands.filter(([name]) => LOCK_COMMANDS.has(String(name))).length;
+          return (value as (...a: unknown[]) => unknown).call(target, commands);
+        };
+      }
+      if (LOCK_COMMANDS.has(String(property))) {
         return (...args: unknown[]) => {
           calls++;
           return (value as (...a: unknown[]) => unknown).apply(target, args);
