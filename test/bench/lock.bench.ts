@@ -10,7 +10,6 @@ import {
   fmt,
   fmtInt,
   fmtRatio,
-  interleave,
   median,
   redisCpuSeconds,
   selected,
@@ -204,13 +203,18 @@ export const lockSection: BenchSection = {
     ];
     // Many short rounds: the median of per-round ratios shrugs off a busy neighbour's bursts.
     const rounds = quick ? 1 : 15;
-    const durationMs = quick ? 100 : 500;
+    const durationMs = quick ? 100 : 300;
+    const floorStrategy = strategies.find((s) => s.kind === 'floor')!;
+    const others = strategies.filter((s) => s !== floorStrategy);
     report.add(
       `## 1. Lock micro-benchmark\n\n` +
         `Acquire+release pairs on one ioredis connection; each loop starts its next pair when the ` +
-        `last one ends. ${rounds} rounds of ${durationMs} ms per strategy, interleaved (the order ` +
-        `rotates every round). Throughput is the median over rounds; the ratio is the median of ` +
-        `per-round ratios to the floor in the same round; latencies (ms) pool all rounds. ` +
+        `last one ends. ${rounds} rounds; in each, every strategy runs ${durationMs} ms with a ` +
+        `floor run of ${durationMs} ms right before and right after it (the order of the ` +
+        `strategies rotates every round). A strategy's ratio in a round is its throughput over the ` +
+        `mean of those two floor runs, so a slow drift of the machine's speed cancels out; the ` +
+        `table gives the median of these ratios, the median throughput over rounds, and ` +
+        `latencies (ms) pooled over all rounds. ` +
         `On the hot key most pairs at c=64 find the lock busy ("taken" is the share that got it). ` +
         `CPU per pair (medians over rounds) is steadier than wall time on a busy machine: it shows ` +
         `where each strategy spends. Peers: no retries, no waiting, no auto-refresh timer. The ` +
@@ -220,24 +224,33 @@ export const lockSection: BenchSection = {
     for (const scenario of scenarios) {
       report.progress(`lock: ${scenario.name}`);
       const results = new Map<LockStrategy, RoundResult[]>(strategies.map((s) => [s, []]));
-      await interleave(
-        strategies,
-        rounds,
-        1,
-        (strategy, round) =>
-          load(
-            strategy,
-            scenario,
-            durationMs,
-            `bench:${strategies.indexOf(strategy)}:${scenario.concurrency}:${round}:`,
-            admin,
-          ),
-        (strategy, result) => results.get(strategy)!.push(result),
-      );
-      const floor = results.get(strategies.find((s) => s.kind === 'floor')!)!;
+      const ratios = new Map<LockStrategy, number[]>(strategies.map((s) => [s, []]));
+      let slot = 0;
+      const run = (strategy: LockStrategy): Promise<RoundResult> =>
+        load(strategy, scenario, durationMs, `bench:${slot++}:${scenario.concurrency}:`, admin);
+      // Round -1 warms up and is not recorded.
+      for (let round = -1; round < rounds; round++) {
+        const offset = ((round % others.length) + others.length) % others.length;
+        let before = await run(floorStrategy);
+        if (round >= 0) results.get(floorStrategy)!.push(before);
+        for (let i = 0; i < others.length; i++) {
+          const strategy = others[(i + offset) % others.length]!;
+          const result = await run(strategy);
+          const after = await run(floorStrategy);
+          if (round >= 0) {
+            results.get(strategy)!.push(result);
+            results.get(floorStrategy)!.push(after);
+            ratios
+              .get(strategy)!
+              .push(result.opsPerSec / ((before.opsPerSec + after.opsPerSec) / 2));
+          }
+          before = after;
+        }
+      }
+      ratios.set(floorStrategy, [1]);
       const rows = strategies.map((strategy) => {
         const mine = results.get(strategy)!;
-        const ratio = median(mine.map((r, i) => r.opsPerSec / floor[i]!.opsPerSec));
+        const ratio = median(ratios.get(strategy)!);
         const pooled = summarize(concat(mine.map((r) => r.latencies)));
         return {
           strategy,
