@@ -92,32 +92,34 @@ export function batchingClient(client: RedisScriptClient): RedisScriptClient {
       },
     );
   };
-  const send = (...command: PipelinedCommand): Promise<unknown> => {
-    if (waiting === 0 && queue.length === 0) {
-      waiting++;
-      const [name, ...args] = command;
-      let reply: Promise<unknown>;
-      try {
-        reply = Promise.resolve(
-          (client[name] as (...a: (string | number)[]) => unknown).apply(client, args),
-        );
-      } catch (error) {
-        reply = Promise.reject(error);
-      }
-      reply.then(settled, settled);
-      return reply;
-    }
-    return new Promise((resolve, reject) => {
+  /** Nothing of the lock's is waiting for Redis: a command goes out at once. */
+  const idle = (): boolean => waiting === 0 && queue.length === 0;
+  const sent = (reply: unknown): Promise<unknown> => {
+    const settles = Promise.resolve(reply);
+    waiting++;
+    settles.then(settled, settled);
+    return settles;
+  };
+  const queued = (command: PipelinedCommand): Promise<unknown> =>
+    new Promise((resolve, reject) => {
       queue.push({ command, resolve, reject });
       if (!scheduled) {
         scheduled = true;
         setImmediate(flush);
       }
     });
-  };
   return {
-    eval: (script, numkeys, ...args) => send('eval', script, numkeys, ...args),
-    evalsha: (sha, numkeys, ...args) => send('evalsha', sha, numkeys, ...args),
-    set: (key, value, px, milliseconds, nx) => send('set', key, value, px, milliseconds, nx),
+    eval: (script, numkeys, ...args) =>
+      idle()
+        ? sent(client.eval(script, numkeys, ...args))
+        : queued(['eval', script, numkeys, ...args]),
+    evalsha: (sha, numkeys, ...args) =>
+      idle()
+        ? sent(client.evalsha!(sha, numkeys, ...args))
+        : queued(['evalsha', sha, numkeys, ...args]),
+    set: (key, value, px, milliseconds, nx) =>
+      idle()
+        ? sent(client.set!(key, value, px, milliseconds, nx))
+        : queued(['set', key, value, px, milliseconds, nx]),
   };
 }
