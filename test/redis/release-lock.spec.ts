@@ -68,6 +68,34 @@ describe('release: wake-up published in the same script as the delete', () => {
     expect(sub.messages).toEqual([WAKE_MESSAGE]);
   });
 
+  it('a key with braces (a hash-tag subclass) publishes on the same channel as releaseChannel', async () => {
+    class Tagged extends RedisLockService {
+      protected override key(cacheKey: string): string {
+        return `{tagged}${cacheKey}`;
+      }
+    }
+    const lock = new Tagged({ redis: () => server.client(), namespace: 'rl:tag:' });
+    const [guard] = await lock.acquire('k');
+    expect(guard!.key).toBe('{tagged}k');
+    const sub = await record(guard!.key); // releaseChannel('{tagged}k') = '{tagged}{tagged}k:release'
+    const woken = sub.next();
+    expect(await lock.release(guard!)).toEqual([true, undefined]);
+    await woken;
+    expect(sub.messages).toEqual([WAKE_MESSAGE]);
+    expect(await server.client().exists(guard!.key)).toBe(0);
+  });
+
+  it('a key without braces: the script builds the channel releaseChannel names', async () => {
+    const lock = new RedisLockService({ redis: () => server.client(), namespace: 'rl:plain:' });
+    const [guard] = await lock.acquire('k');
+    expect(releaseChannel(guard!.key)).toBe(`{${guard!.key}}:release`);
+    const sub = await record(guard!.key);
+    const woken = sub.next();
+    await lock.release(guard!);
+    await woken;
+    expect(sub.messages).toEqual([WAKE_MESSAGE]);
+  });
+
   it('costs one EVALSHA per release, publish included', async () => {
     const lock = new RedisLockService({ redis: () => server.client(), namespace: 'rl:cost:' });
     const [guard] = await lock.acquire('k');
