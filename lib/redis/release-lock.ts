@@ -3,8 +3,8 @@ import { releaseChannel } from './keys.js';
 import { luaScript, runScript } from './lua-script.js';
 
 /**
- * What a release publishes on the lock's release channel. Waiters only need to know that the
- * lock became free, not by whom.
+ * What a release publishes on the lock's release channel (the release script writes the same
+ * text). Waiters only need to know that the lock became free, not by whom.
  *
  * @example
  * ```ts
@@ -15,25 +15,15 @@ export const WAKE_MESSAGE = 'released';
 
 // Compare-and-delete: a lock that expired and was taken by another holder is left alone. Only a
 // release that deleted the key wakes the waiters, in the same atomic script. SPUBLISH (Redis 7
-// sharded pub/sub) keeps the message on the lock's shard in a Cluster; KEYS[2] is the channel, in
-// the lock's slot. pcall: on a Redis without SPUBLISH the release still succeeds and waiters fall
-// back to their PTTL backstop.
+// sharded pub/sub) keeps the message on the lock's shard in a Cluster; the channel is in the
+// lock's slot. It is KEYS[2] when given; a key without braces sends none, and the script builds
+// '{' .. key .. '}:release' (what releaseChannel makes of such a key): one key and one argument
+// less to send and parse per release. The message is WAKE_MESSAGE. pcall: on a Redis without
+// SPUBLISH the release still succeeds and waiters fall back to their PTTL backstop.
 const RELEASE = luaScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   local deleted = redis.call('DEL', KEYS[1])
-  pcall(redis.call, 'SPUBLISH', KEYS[2], ARGV[2])
-  return deleted
-end
-return 0
-`);
-
-// The same for a lock key without braces, whose channel is '{' .. key .. '}:release' (what
-// releaseChannel makes of it), built in the script: one key and one argument less to send and
-// parse on every release. The channel is in the key's slot, so a Cluster node serves both.
-const RELEASE_PLAIN_KEY = luaScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  local deleted = redis.call('DEL', KEYS[1])
-  pcall(redis.call, 'SPUBLISH', '{' .. KEYS[1] .. '}:release', 'released')
+  pcall(redis.call, 'SPUBLISH', KEYS[2] or ('{' .. KEYS[1] .. '}:release'), 'released')
   return deleted
 end
 return 0
@@ -49,8 +39,6 @@ export function releaseLock(
   key: string,
   token: string,
 ): Promise<unknown> {
-  if (!key.includes('{') && !key.includes('}')) {
-    return runScript(client, RELEASE_PLAIN_KEY, [key], [token]);
-  }
-  return runScript(client, RELEASE, [key, releaseChannel(key)], [token, WAKE_MESSAGE]);
+  const plain = !key.includes('{') && !key.includes('}');
+  return runScript(client, RELEASE, plain ? [key] : [key, releaseChannel(key)], [token]);
 }
