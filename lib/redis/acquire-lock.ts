@@ -10,8 +10,7 @@ return 0
 `);
 
 /** What `SET key token PX ms NX` answers: `'OK'` when set, `null` when the key exists. */
-const fromSetReply = (reply: unknown): unknown =>
-  reply === 'OK' ? 1 : reply === null ? 0 : reply === undefined ? undefined : reply;
+const fromSetReply = (reply: unknown): unknown => (reply === 'OK' ? 1 : reply === null ? 0 : reply);
 
 /**
  * Sets `key` to `token` for `ttlMs` milliseconds unless the key exists, in one atomic step.

@@ -89,7 +89,6 @@ export class LockWatchdog extends EventEmitter<{
   // Made when someone reads `signal` (or the lock is lost): most work never looks at it, and an
   // AbortController per call is a measurable share of a fast method's cost.
   private controller: AbortController | undefined;
-  private lost = false;
   private timer: NodeJS.Timeout | undefined;
   private running = false;
   private startedAt = 0;
@@ -117,7 +116,7 @@ export class LockWatchdog extends EventEmitter<{
 
   /** Starts extending (the lock was just acquired, so the first extension is ttl/3 away). */
   start(): this {
-    if (this.running || this.lost) return this;
+    if (this.running || this.controller?.signal.aborted) return this;
     this.running = true;
     this.startedAt = this.lastExtendedAt = Date.now();
     this.schedule(this.intervalMs);
@@ -181,7 +180,6 @@ export class LockWatchdog extends EventEmitter<{
     } catch {
       // A throwing callback must not turn into an unhandled rejection.
     }
-    this.lost = true;
     (this.controller ??= new AbortController()).abort(event);
   }
 
