@@ -1,8 +1,9 @@
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { batchingClient } from '../../lib/redis/batching-client.js';
 import { RedisLockService, type LockGuard } from '../../lib/redis-lock.service.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { withRedisServer } from '../lock/lock-helpers.js';
 
 /**
  * The lock's commands under load: one caller at a time sends each command at once; concurrent
@@ -11,11 +12,7 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;
 let admin: Redis;
-beforeAll(async () => {
-  server = await startRedis();
-  admin = server.client();
-});
-afterAll(() => server.stop());
+withRedisServer((s, a) => ((server = s), (admin = a)));
 
 /** A plain ioredis client whose pipelines are counted (the test's own client, not the lock's). */
 async function countedClient(options = {}): Promise<{ client: Redis; pipelines: number[] }> {
