@@ -21,14 +21,15 @@ const fromSetReply = (reply: unknown): unknown => (reply === 'OK' ? 1 : reply ==
  * single atomic command the script would run, without the cost of a Lua call on the server. A
  * client with only `eval()` (the spec's interface) runs it through the script.
  */
-export async function acquireLock(
+export function acquireLock(
   client: RedisScriptClient,
   key: string,
   token: string,
   ttlMs: number,
 ): Promise<unknown> {
   if (typeof client.set === 'function') {
-    return fromSetReply(await client.set(key, token, 'PX', ttlMs, 'NX'));
+    // Promise.resolve: a misbehaving client may answer with no promise, or nothing at all.
+    return Promise.resolve(client.set(key, token, 'PX', ttlMs, 'NX')).then(fromSetReply);
   }
   return runScript(client, ACQUIRE, [key], [token, ttlMs]);
 }
