@@ -12,6 +12,7 @@ import {
   type BenchContext,
   type BenchSection,
 } from './harness.js';
+import { instructionsSection } from './instructions.bench.js';
 import { lockSection } from './lock.bench.js';
 import { memorySection } from './memory.bench.js';
 import { outageSection } from './outage.bench.js';
@@ -24,6 +25,7 @@ const SECTIONS: readonly BenchSection[] = [
   overheadSection,
   outageSection,
   memorySection,
+  instructionsSection,
 ];
 
 // Compiled to .build/test/bench/run.js; RESULTS.md lives next to the sources.

@@ -1,0 +1,211 @@
+import type { ChildProcess } from 'node:child_process';
+import { cpus } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { callgrindAvailable, countInstructions, spawnUnderCallgrind } from './callgrind.js';
+import {
+  fmtInt,
+  fmtRatio,
+  median,
+  table,
+  type BenchContext,
+  type BenchSection,
+} from './harness.js';
+import { lockStrategies } from './lock.bench.js';
+
+const here = (file: string): string => fileURLToPath(new URL(file, import.meta.url));
+
+/** Resolves to what `child` printed on stdout once it exits; rejects on a non-zero exit. */
+function output(child: ChildProcess, what: string): Promise<string> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve, reject) =>
+    child.once('exit', (code) =>
+      code === 0
+        ? resolve(stdout)
+        : reject(new Error(`${what} exited ${code}: ${stderr.slice(-2000)}`)),
+    ),
+  );
+}
+
+/** Runs `jobs` with at most `limit` at a time, results in order. */
+async function pooled<T>(jobs: readonly (() => Promise<T>)[], limit: number): Promise<T[]> {
+  const results: T[] = [];
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < jobs.length) {
+      const i = next++;
+      results[i] = await jobs[i]!();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, jobs.length) }, lane));
+  return results;
+}
+
+/** Instructions per acquire+release pair of one lock strategy, in its own process. */
+async function lockInstructions(
+  name: string,
+  port: number,
+  warmup: number,
+  pairs: number,
+): Promise<number> {
+  const worker = spawnUnderCallgrind(
+    here('./instructions.worker.js'),
+    [name, String(warmup), String(pairs), String(port)],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const result = JSON.parse(await output(worker, name)) as { instructions: number; pairs: number };
+  return result.instructions / result.pairs;
+}
+
+/** The app's load: requests per route and round, uncounted rounds first, then counted ones. */
+const APP_LOAD = { rounds: 2, requests: 3_000, connections: 16, warmRounds: 2 } as const;
+
+/**
+ * Instructions per request of the decorator-overhead app (overhead.server.ts, empty handler) on
+ * its bare and its @SingleFlight route: one app process under callgrind serves both, as in section
+ * 3, so both routes pay for whatever the library turns on process-wide.
+ */
+async function routeInstructions(
+  port: number,
+): Promise<{ bare: number[]; singleFlight: number[] }> {
+  const { rounds, requests, connections, warmRounds } = APP_LOAD;
+  const server = spawnUnderCallgrind(here('./overhead.server.js'), [], {
+    env: { ...process.env, BENCH_REDIS_PORT: String(port) },
+    stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
+  });
+  server.stderr?.resume();
+  const exited = new Promise((resolve) => server.once('exit', resolve));
+  try {
+    const message = await new Promise<{ type: string; port?: number }>((resolve, reject) => {
+      server.once('message', resolve);
+      server.once('exit', (code) => reject(new Error(`overhead server exited with ${code}`)));
+    });
+    if (message.type !== 'listening') throw new Error('the library exports no @SingleFlight');
+    let id = 0;
+    const load = (route: string, amount: number) =>
+      autocannon({
+        url: `http://127.0.0.1:${message.port}`,
+        connections,
+        amount,
+        timeout: 120,
+        requests: [
+          {
+            method: 'GET',
+            setupRequest: (request) => ({ ...request, path: `/empty/${route}/${id++}` }),
+          },
+        ],
+      });
+    for (let i = 0; i < warmRounds; i++) {
+      await load('bare', requests);
+      await load('single-flight', requests);
+    }
+    const bare: number[] = [];
+    const singleFlight: number[] = [];
+    for (let round = 0; round < rounds; round++) {
+      for (const [route, into] of [
+        ['bare', bare],
+        ['single-flight', singleFlight],
+      ] as const) {
+        let served = 0;
+        const instructions = await countInstructions(server.pid!, async () => {
+          served = (await load(route, requests))['2xx'];
+        });
+        into.push(instructions / served);
+      }
+    }
+    return { bare, singleFlight };
+  } finally {
+    if (server.connected) server.send('exit');
+    const timer = setTimeout(() => server.kill('SIGKILL'), 30_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+export const instructionsSection: BenchSection = {
+  id: 'instructions',
+  title: '6. CPU instructions per operation',
+  async run({ quick, redis, report, filter }: BenchContext) {
+    const title = `## 6. CPU instructions per operation\n\n`;
+    if (!(await callgrindAvailable())) {
+      report.add(`${title}Not measured: valgrind (callgrind) is not installed.\n`);
+      return;
+    }
+    const admin = redis.client();
+    let names: string[];
+    try {
+      names = (await lockStrategies(admin))
+        .filter(
+          (s) =>
+            s.kind === 'floor' ||
+            s.kind === 'ours' ||
+            !filter ||
+            filter.some((f) => s.name.includes(f)),
+        )
+        .map((s) => s.name);
+    } finally {
+      admin.disconnect();
+    }
+    if (quick) names = names.slice(0, 2);
+    const warmup = quick ? 200 : 30_000;
+    const pairs = quick ? 100 : 10_000;
+    report.progress(`instructions: ${names.length} lock strategies under callgrind`);
+    const perPair = await pooled(
+      names.map((name) => () => lockInstructions(name, redis.port, warmup, pairs)),
+      Math.max(1, cpus().length),
+    );
+    const floor = perPair[0]!;
+    const lockRows = names.map((name, i) => [
+      name,
+      fmtInt(perPair[i]),
+      fmtRatio(perPair[i]! / floor),
+    ]);
+
+    if (quick) {
+      // Node and Nest start slowly under valgrind: the app's part would take the quick run past
+      // its minute. The lock part above runs the same counting.
+      report.add(
+        title +
+          `Quick mode: lock part only, ${fmtInt(pairs)} pairs after ${fmtInt(warmup)} uncounted ` +
+          `(too few to quote).\n\n` +
+          table(['strategy', 'instructions/pair', 'vs floor'], lockRows),
+      );
+      return;
+    }
+    const { rounds, requests, connections, warmRounds } = APP_LOAD;
+    report.progress(`instructions: decorator routes under callgrind, ${rounds} round(s)`);
+    const routes = await routeInstructions(redis.port);
+    const bare = median(routes.bare);
+    const singleFlight = median(routes.singleFlight);
+
+    report.add(
+      title +
+        `Instructions counted with valgrind's callgrind (all threads of the Node process, user ` +
+        `space; the kernel's share, socket reads and writes above all, is not in them). Unlike ` +
+        `time, the count does not move with the other load on a shared machine: repeated runs ` +
+        `agree within about 1.5 %. It measures CPU work, not the Redis round trips that bound ` +
+        `throughput at c=1. Each process warms up uncounted first.\n\n` +
+        `### Lock: acquire+release pairs, c=1, distinct keys\n\n` +
+        `Each strategy in its own process: ${fmtInt(warmup)} pairs uncounted, then ` +
+        `${fmtInt(pairs)} counted.\n\n` +
+        table(['strategy', 'instructions/pair', 'vs floor'], lockRows) +
+        `\n### Decorator: empty handler, ${connections} connections\n\n` +
+        `The app of section 3 under callgrind; both routes in one process, ${fmtInt(requests)} ` +
+        `requests per route and round after ${warmRounds} uncounted round(s) each, ${rounds} counted round(s), ` +
+        `median.\n\n` +
+        table(
+          ['route', 'instructions/request', 'vs bare'],
+          [
+            ['bare', fmtInt(bare), fmtRatio(1)],
+            ['@SingleFlight', fmtInt(singleFlight), fmtRatio(singleFlight / bare)],
+          ],
+        ) +
+        `\nAdded by @SingleFlight: ${fmtInt(singleFlight - bare)} instructions per request ` +
+        `(two Redis commands through ioredis, the engine, and the promise hooks that ` +
+        `AsyncLocalStorage turns on for the whole process on Node 20).\n`,
+    );
+  },
+};

@@ -1,0 +1,22 @@
+// Runs under callgrind (instructions.bench.ts): one lock strategy's acquire+release pairs at
+// concurrency 1 on distinct keys, warmed up uncounted, then counted. Prints the count as JSON.
+import { Redis } from 'ioredis';
+import { countInstructions } from './callgrind.js';
+import { lockStrategies } from './lock.bench.js';
+
+const [name, warmup, pairs, port] = process.argv.slice(2);
+const client = new Redis({ host: '127.0.0.1', port: Number(port) });
+const strategy = (await lockStrategies(client)).find((s) => s.name === name);
+if (!strategy) throw new Error(`no lock strategy named ${name}`);
+let next = 0;
+const run = async (count: number, prefix: string): Promise<void> => {
+  for (let i = 0; i < count; i++) {
+    if (!(await strategy.pair(`${prefix}:${next++}`))) throw new Error(`${name}: lock not taken`);
+  }
+};
+await run(Number(warmup), 'bench:instructions:warm');
+const instructions = await countInstructions(process.pid, () =>
+  run(Number(pairs), 'bench:instructions'),
+);
+process.stdout.write(JSON.stringify({ instructions, pairs: Number(pairs) }));
+client.disconnect();
