@@ -46,14 +46,14 @@ const canBatch = (client: RedisScriptClient): client is PipelineClient => {
  * The lock's commands on `client`, batched under load: a command sent while no command on the
  * connection is waiting for its reply (the app's own too, when it shares the client) goes out at
  * once, so one caller at a time pays no delay; one sent while others are waiting joins a queue
- * that is written as one pipeline at the end of the current event-loop turn (`setImmediate`). Many concurrent acquires and releases then cost one write
- * and one read of the socket, for Node and for Redis, instead of one each. Replies, errors
- * (NOSCRIPT, command timeouts) and order are each command's own, as if sent alone.
+ * that is written as one pipeline at the end of the current event-loop turn (`setImmediate`).
+ * Many concurrent acquires and releases then cost one write and one read of the socket, for Node
+ * and for Redis, instead of one each. Replies, errors (NOSCRIPT, command timeouts) and order are
+ * each command's own, as if sent alone.
  *
  * Returns `client` itself when it is no ioredis client that can pipeline (no `pipeline()` or
  * `commandQueue`, eval-only clients), is a Cluster, or auto-pipelines already
- * (`enableAutoPipelining`). Only calls the client's methods; it
- * never changes the client.
+ * (`enableAutoPipelining`). Only calls the client's methods; it never changes the client.
  *
  * @example
  * ```ts
