@@ -18,8 +18,6 @@ export interface PipelineClient extends RedisScriptClient {
   };
   readonly isCluster?: boolean;
   readonly options?: { readonly enableAutoPipelining?: boolean };
-  /** ioredis: the commands written to the socket whose replies have not come yet. */
-  readonly commandQueue: { readonly length: number };
 }
 
 interface Pending {
@@ -34,7 +32,6 @@ const canBatch = (client: RedisScriptClient): client is PipelineClient => {
     typeof candidate.pipeline === 'function' &&
     typeof client.evalsha === 'function' &&
     typeof client.set === 'function' &&
-    typeof candidate.commandQueue?.length === 'number' &&
     // A Cluster pipeline must keep to one slot, and lock keys spread over all of them.
     candidate.isCluster !== true &&
     // ioredis batches by itself then.
@@ -43,17 +40,16 @@ const canBatch = (client: RedisScriptClient): client is PipelineClient => {
 };
 
 /**
- * The lock's commands on `client`, batched under load: a command sent while no command on the
- * connection is waiting for its reply (the app's own too, when it shares the client) goes out at
- * once, so one caller at a time pays no delay; one sent while others are waiting joins a queue
- * that is written as one pipeline at the end of the current event-loop turn (`setImmediate`).
- * Many concurrent acquires and releases then cost one write and one read of the socket, for Node
- * and for Redis, instead of one each. Replies, errors (NOSCRIPT, command timeouts) and order are
- * each command's own, as if sent alone.
+ * The lock's commands on `client`, batched under load: a command sent while none of the lock's
+ * commands is waiting for Redis goes out at once (one caller at a time pays no delay); one sent
+ * while others are waiting joins a queue that is written as one pipeline at the end of the current
+ * event-loop turn (`setImmediate`). Many concurrent acquires and releases then cost one write
+ * and one read of the socket, for Node and for Redis, instead of one each. Replies, errors
+ * (NOSCRIPT, command timeouts) and order are each command's own, as if sent alone.
  *
- * Returns `client` itself when it is no ioredis client that can pipeline (no `pipeline()` or
- * `commandQueue`, eval-only clients), is a Cluster, or auto-pipelines already
- * (`enableAutoPipelining`). Only calls the client's methods; it never changes the client.
+ * Returns `client` itself when it cannot pipeline (no `pipeline()`, eval-only clients), is a
+ * Cluster, or auto-pipelines already (`enableAutoPipelining`). Only calls the client's methods; it
+ * never changes the client.
  *
  * @example
  * ```ts
@@ -65,13 +61,16 @@ export function batchingClient(client: RedisScriptClient): RedisScriptClient {
   if (!canBatch(client)) return client;
   let queue: Pending[] = [];
   let scheduled = false;
+  let waiting = 0;
 
+  const settled = (): void => {
+    waiting--;
+  };
   const flush = (): void => {
     scheduled = false;
     const batch = queue;
     queue = [];
-    // exec() hands every command to the client before it returns, so they are in its
-    // commandQueue (or, while it connects, its offline queue) ahead of any command sent later.
+    waiting += batch.length;
     let replies: Promise<[Error | null, unknown][] | null>;
     try {
       replies = client.pipeline(batch.map((p) => p.command)).exec();
@@ -80,6 +79,7 @@ export function batchingClient(client: RedisScriptClient): RedisScriptClient {
     }
     replies.then(
       (results) => {
+        waiting -= batch.length;
         batch.forEach((pending, i) => {
           const [error, reply] = results?.[i] ?? [new Error('no reply in the pipeline'), null];
           if (error) pending.reject(error);
@@ -87,15 +87,19 @@ export function batchingClient(client: RedisScriptClient): RedisScriptClient {
         });
       },
       (error: unknown) => {
+        waiting -= batch.length;
         for (const pending of batch) pending.reject(error);
       },
     );
   };
-  /**
-   * Nothing is waiting for Redis on this connection, nor in the queue: a command goes out at once.
-   * ioredis's own count, so that a command costs no bookkeeping of ours.
-   */
-  const idle = (): boolean => queue.length === 0 && client.commandQueue.length === 0;
+  /** Nothing of the lock's is waiting for Redis: a command goes out at once. */
+  const idle = (): boolean => waiting === 0 && queue.length === 0;
+  const sent = (reply: unknown): Promise<unknown> => {
+    const settles = Promise.resolve(reply);
+    waiting++;
+    settles.then(settled, settled);
+    return settles;
+  };
   const queued = (command: PipelinedCommand): Promise<unknown> =>
     new Promise((resolve, reject) => {
       queue.push({ command, resolve, reject });
@@ -106,12 +110,16 @@ export function batchingClient(client: RedisScriptClient): RedisScriptClient {
     });
   return {
     eval: (script, numkeys, ...args) =>
-      idle() ? client.eval(script, numkeys, ...args) : queued(['eval', script, numkeys, ...args]),
+      idle()
+        ? sent(client.eval(script, numkeys, ...args))
+        : queued(['eval', script, numkeys, ...args]),
     evalsha: (sha, numkeys, ...args) =>
-      idle() ? client.evalsha!(sha, numkeys, ...args) : queued(['evalsha', sha, numkeys, ...args]),
+      idle()
+        ? sent(client.evalsha!(sha, numkeys, ...args))
+        : queued(['evalsha', sha, numkeys, ...args]),
     set: (key, value, px, milliseconds, nx) =>
       idle()
-        ? client.set!(key, value, px, milliseconds, nx)
+        ? sent(client.set!(key, value, px, milliseconds, nx))
         : queued(['set', key, value, px, milliseconds, nx]),
   };
 }

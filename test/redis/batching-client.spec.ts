@@ -72,20 +72,6 @@ describe('batching of the lock commands', () => {
     await lock.release(holder!);
   });
 
-  it('a client shared with the app: a lock command sent while an app command waits joins a pipeline', async () => {
-    const { client, pipelines } = await countedClient();
-    const lock = new RedisLockService({ redis: client, namespace: 'batch:shared:' });
-    const appCommand = client.ping();
-    const [guard, error] = await lock.acquire('k');
-    expect(error).toBeUndefined();
-    expect(await appCommand).toBe('PONG');
-    expect(pipelines).toEqual([1]);
-    expect(await admin.get(guard!.key)).toBe(guard!.token);
-    // Nothing waits now: the release goes out as it is.
-    expect(await lock.release(guard!)).toEqual([true, undefined]);
-    expect(pipelines).toEqual([1]);
-  });
-
   it('commands keep their order: concurrent release then acquire of one key both succeed', async () => {
     const { client } = await countedClient();
     const lock = new RedisLockService({ redis: client, namespace: 'batch:order:' });
@@ -140,14 +126,6 @@ describe('batching of the lock commands', () => {
     expect(batchingClient(evalOnly)).toBe(evalOnly);
     const clusterLike = Object.assign(Object.create(server.client()) as Redis, { isCluster: true });
     expect(batchingClient(clusterLike)).toBe(clusterLike);
-    // Batching reads ioredis's count of commands awaiting replies; a client without one is not.
-    const noQueue = {
-      eval: () => Promise.resolve(1),
-      evalsha: () => Promise.resolve(1),
-      set: () => Promise.resolve('OK'),
-      pipeline: () => ({ exec: () => Promise.resolve([]) }),
-    };
-    expect(batchingClient(noQueue)).toBe(noQueue);
     // A plain client is wrapped; the wrapper has exactly the lock's three commands.
     const plain = server.client();
     const wrapped = batchingClient(plain);
