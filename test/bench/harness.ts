@@ -236,6 +236,41 @@ export function processCpuSeconds(pid: number): number {
   }
 }
 
+/** The machine's CPU time so far, in clock ticks: all of it, and the part stolen (see below). */
+export interface CpuTicks {
+  readonly total: number;
+  readonly steal: number;
+}
+
+/**
+ * The `cpu` line of /proc/stat (Linux; zeros elsewhere). On a virtual machine "steal" is time a
+ * CPU of ours was ready to run but the hypervisor ran another guest: what makes timings move on a
+ * shared host, and what slows a round trip between two processes most.
+ *
+ * @example
+ * ```ts
+ * const before = cpuTicks();
+ * await work();
+ * console.log(stealShare(before, cpuTicks()));
+ * ```
+ */
+export function cpuTicks(): CpuTicks {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1);
+    // user nice system idle iowait irq softirq steal guest guest_nice (guest time is in user)
+    const ticks = fields.slice(0, 8).map(Number);
+    return { total: ticks.reduce((a, b) => a + b, 0), steal: ticks[7] ?? 0 };
+  } catch {
+    return { total: 0, steal: 0 };
+  }
+}
+
+/** The stolen share of all CPU time between two readings (NaN when nothing passed). */
+export function stealShare(before: CpuTicks, after: CpuTicks): number {
+  const total = after.total - before.total;
+  return total > 0 ? (after.steal - before.steal) / total : Number.NaN;
+}
+
 /** Joins sample arrays. */
 export function concat(parts: readonly Float64Array[]): Float64Array {
   const out = new Float64Array(parts.reduce((n, p) => n + p.length, 0));

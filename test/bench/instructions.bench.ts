@@ -186,7 +186,7 @@ export const instructionsSection: BenchSection = {
         `Instructions counted with valgrind's callgrind (all threads of the Node process, user ` +
         `space; the kernel's share, socket reads and writes above all, is not in them). Unlike ` +
         `time, the count does not move with the other load on a shared machine: repeated runs ` +
-        `agreed within 2 % in our checks. It measures CPU work, not the Redis round trips that bound ` +
+        `agreed within 5 % in our checks (most within 1 %). It measures CPU work, not the Redis round trips that bound ` +
         `throughput at c=1. Each process warms up uncounted first.\n\n` +
         `### Lock: acquire+release pairs, c=1, distinct keys\n\n` +
         `Each strategy in its own process: ${fmtInt(warmup)} pairs uncounted, then ` +

@@ -4,13 +4,16 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { startRedis } from '../support/redis-server.js';
 import {
+  cpuTicks,
   environment,
+  fmt,
   metText,
   Report,
   table,
   targets,
   type BenchContext,
   type BenchSection,
+  stealShare,
 } from './harness.js';
 import { instructionsSection } from './instructions.bench.js';
 import { lockSection } from './lock.bench.js';
@@ -61,9 +64,12 @@ async function main(): Promise<number> {
         `${quick ? ' (quick mode: small counts, a smoke test, not figures to quote)' : ''}.\n\n` +
         (await environment(admin)),
     );
+    const machine: string[][] = [];
+    const runStart = cpuTicks();
     for (const section of SECTIONS) {
       if (only && !only.includes(section.id)) continue;
       const context: BenchContext = { quick, redis, report, filter };
+      const sectionStart = { ticks: cpuTicks(), at: Date.now() };
       try {
         await section.run(context);
       } catch (error) {
@@ -71,7 +77,24 @@ async function main(): Promise<number> {
         const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
         report.add(`## ${section.title}\n\nFAILED:\n\n\`\`\`\n${text}\n\`\`\`\n`);
       }
+      machine.push([
+        section.title,
+        fmt((Date.now() - sectionStart.at) / 1000, 0),
+        fmt(100 * stealShare(sectionStart.ticks, cpuTicks()), 1),
+      ]);
     }
+    machine.push([
+      'whole run',
+      fmt((Date.now() - started) / 1000, 0),
+      fmt(100 * stealShare(runStart, cpuTicks()), 1),
+    ]);
+    report.add(
+      `## The machine during the run\n\n` +
+        `CPU steal: the share of all CPU time (both cores, idle included) that the hypervisor gave ` +
+        `to other guests while ours were ready to run (/proc/stat). Timings, and above all Redis ` +
+        `round trips between processes, slow down with it; instruction counts (section 6) do not.\n\n` +
+        table(['section', 'seconds', 'CPU steal %'], machine),
+    );
     report.add(
       `## Targets\n\n` +
         table(
