@@ -50,6 +50,18 @@ export async function lockStrategies(client: Redis): Promise<LockStrategy[]> {
     namespace: 'bench:ours:',
     ttl: TTL_MS / 1000,
   });
+  // The same service on a client that has no pipeline(), so its commands are never batched: the
+  // batching's own gain or loss on this machine, in the same run.
+  const unbatched = new RedisLockService({
+    redis: {
+      eval: (...args: Parameters<Redis['eval']>) => client.eval(...args),
+      evalsha: (...args: Parameters<Redis['evalsha']>) => client.evalsha(...args),
+      set: (key: string, value: string, px: 'PX', ms: number, nx: 'NX') =>
+        client.set(key, value, px, ms, nx),
+    },
+    namespace: 'bench:unbatched:',
+    ttl: TTL_MS / 1000,
+  });
   const redlock = new Redlock([client], { retryCount: 0 });
   const adapter = new IoredisAdapter(client);
   const universal = (mode: 'standard' | 'lean'): LockStrategy => ({
@@ -84,6 +96,16 @@ export async function lockStrategies(client: Redis): Promise<LockStrategy[]> {
         const [guard] = await ours.acquire(key);
         if (!guard) return false;
         await ours.release(guard);
+        return true;
+      },
+    },
+    {
+      name: 'RedisLockService, unbatched',
+      kind: 'reference',
+      async pair(key) {
+        const [guard] = await unbatched.acquire(key);
+        if (!guard) return false;
+        await unbatched.release(guard);
         return true;
       },
     },
@@ -219,7 +241,9 @@ export const lockSection: BenchSection = {
         `CPU per pair (medians over rounds) is steadier than wall time on a busy machine: it shows ` +
         `where each strategy spends. Peers: no retries, no waiting, no auto-refresh timer. The ` +
         `reference row is no library: it is the least a safe lock does (SET NX PX, then a Lua ` +
-        `compare-and-delete), so its gap to the floor is the price of safety itself.\n`,
+        `compare-and-delete), so its gap to the floor is the price of safety itself. The ` +
+        `unbatched row is RedisLockService on a client without pipeline(): every command sent ` +
+        `as it comes, so its gap to our row is what batching gains or costs on this machine.\n`,
     );
     for (const scenario of scenarios) {
       report.progress(`lock: ${scenario.name}`);
