@@ -14,9 +14,9 @@ const run = async (count: number, prefix: string): Promise<void> => {
     if (!(await strategy.pair(`${prefix}:${next++}`))) throw new Error(`${name}: lock not taken`);
   }
 };
-await run(Number(warmup), 'bench:instructions:warm');
-const instructions = await countInstructions(process.pid, () =>
-  run(Number(pairs), 'bench:instructions'),
-);
+// Workers run side by side on one Redis, and some strategies use the key as given: keys of their own.
+const prefix = `bench:instructions:${process.pid}`;
+await run(Number(warmup), `${prefix}:warm`);
+const instructions = await countInstructions(process.pid, () => run(Number(pairs), prefix));
 process.stdout.write(JSON.stringify({ instructions, pairs: Number(pairs) }));
 client.disconnect();
