@@ -41,6 +41,22 @@ const COMPARE_AND_DELETE = {
   sha: createHash('sha1').update(COMPARE_AND_DELETE_SOURCE).digest('hex'),
 };
 
+/** A `RedisLockService` as a strategy: acquire, and release what was taken. */
+const serviceStrategy = (
+  name: string,
+  kind: LockStrategy['kind'],
+  service: RedisLockService,
+): LockStrategy => ({
+  name,
+  kind,
+  async pair(key) {
+    const [guard] = await service.acquire(key);
+    if (!guard) return false;
+    await service.release(guard);
+    return true;
+  },
+});
+
 /** The peers and us, all on `client`, every one without retries or waiting. */
 export async function lockStrategies(client: Redis): Promise<LockStrategy[]> {
   await client.script('LOAD', COMPARE_AND_DELETE.source);
@@ -89,26 +105,8 @@ export async function lockStrategies(client: Redis): Promise<LockStrategy[]> {
         return true;
       },
     },
-    {
-      name: 'RedisLockService',
-      kind: 'ours',
-      async pair(key) {
-        const [guard] = await ours.acquire(key);
-        if (!guard) return false;
-        await ours.release(guard);
-        return true;
-      },
-    },
-    {
-      name: 'RedisLockService, unbatched',
-      kind: 'reference',
-      async pair(key) {
-        const [guard] = await unbatched.acquire(key);
-        if (!guard) return false;
-        await unbatched.release(guard);
-        return true;
-      },
-    },
+    serviceStrategy('RedisLockService', 'ours', ours),
+    serviceStrategy('RedisLockService, unbatched', 'reference', unbatched),
     {
       // The least a safe lock can do: the floor's SET, and a compare-and-delete script in place
       // of DEL (without the key hashing, token and result checks of a library).
