@@ -199,14 +199,14 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   constructor(private readonly options: SingleFlightEngineOptions) {
     super();
     this.lock = options.lock;
-    this.defaults = {
+    const builtIn: SingleFlightSettings = {
       ttl: options.lock.ttl,
       lockTimeout: BUFFER_LOCK_DEFAULTS.lockTimeout,
       onBusy: BUFFER_LOCK_DEFAULTS.onBusy,
       share: BUFFER_LOCK_DEFAULTS.share,
       onRedisError: BUFFER_LOCK_DEFAULTS.onRedisError,
-      ...withoutUndefined(options.defaults ?? {}),
     };
+    this.defaults = over(builtIn, options.defaults);
     const client = () => this.lock.getClient();
     this.waitStrategy = options.waitStrategy ?? new PubSubWaitStrategy({ client });
     this.messages = options.messages ?? new BufferLockMessages();
@@ -331,17 +331,8 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   }
 
   /** `settings` over the engine's defaults. */
-  settle(settings: Partial<SingleFlightSettings> = {}): SingleFlightSettings {
-    // Field by field: it runs on every call, and a spread of filtered entries cost more.
-    const defaults = this.defaults;
-    return {
-      ttl: given(settings.ttl, defaults.ttl),
-      lockTimeout: given(settings.lockTimeout, defaults.lockTimeout),
-      onBusy: given(settings.onBusy, defaults.onBusy),
-      share: given(settings.share, defaults.share),
-      onRedisError: given(settings.onRedisError, defaults.onRedisError),
-      maxHold: given(settings.maxHold, defaults.maxHold),
-    };
+  settle(settings?: Partial<SingleFlightSettings>): SingleFlightSettings {
+    return over(this.defaults, settings);
   }
 
   /**
@@ -612,18 +603,28 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   }
 }
 
-/** `value`, or `fallback` when it is `undefined` (only then: a `null` is the caller's to explain). */
-function given<V>(value: V | undefined, fallback: V): V {
-  return value === undefined ? fallback : value;
+const given = <V>(value: V | undefined, fallback: V): V => (value === undefined ? fallback : value);
+
+/**
+ * `settings` over `defaults`, field by field: a field left `undefined` takes the default (only
+ * then: a `null` is the caller's to explain). It runs on every call, so no spread of filtered
+ * entries.
+ */
+function over(
+  defaults: SingleFlightSettings,
+  settings: Partial<SingleFlightSettings> = {},
+): SingleFlightSettings {
+  return {
+    ttl: given(settings.ttl, defaults.ttl),
+    lockTimeout: given(settings.lockTimeout, defaults.lockTimeout),
+    onBusy: given(settings.onBusy, defaults.onBusy),
+    share: given(settings.share, defaults.share),
+    onRedisError: given(settings.onRedisError, defaults.onRedisError),
+    maxHold: given(settings.maxHold, defaults.maxHold),
+  };
 }
 
 const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   (typeof value === 'object' || typeof value === 'function') &&
   value !== null &&
   typeof (value as { then?: unknown }).then === 'function';
-
-function withoutUndefined<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(
-    Object.entries(value).filter(([, field]) => field !== undefined),
-  ) as Partial<T>;
-}
