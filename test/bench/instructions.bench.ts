@@ -12,6 +12,7 @@ import {
   type BenchSection,
 } from './harness.js';
 import { lockStrategies } from './lock.bench.js';
+import { withOverheadServer } from './overhead.protocol.js';
 
 const here = (file: string): string => fileURLToPath(new URL(file, import.meta.url));
 
@@ -77,12 +78,7 @@ async function routeInstructions(
     stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
   });
   server.stderr?.resume();
-  const exited = new Promise((resolve) => server.once('exit', resolve));
-  try {
-    const message = await new Promise<{ type: string; port?: number }>((resolve, reject) => {
-      server.once('message', resolve);
-      server.once('exit', (code) => reject(new Error(`overhead server exited with ${code}`)));
-    });
+  return withOverheadServer(server, 30_000, async (message) => {
     if (message.type !== 'listening') throw new Error('the library exports no @SingleFlight');
     let id = 0;
     const load = (route: string, amount: number) =>
@@ -117,12 +113,7 @@ async function routeInstructions(
       }
     }
     return { bare, singleFlight };
-  } finally {
-    if (server.connected) server.send('exit');
-    const timer = setTimeout(() => server.kill('SIGKILL'), 30_000);
-    await exited;
-    clearTimeout(timer);
-  }
+  });
 }
 
 export const instructionsSection: BenchSection = {

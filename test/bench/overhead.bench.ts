@@ -18,9 +18,12 @@ import {
   type BenchContext,
   type BenchSection,
 } from './harness.js';
-import { OVERHEAD_CACHE_TTL_SECONDS, type OverheadWork } from './overhead.protocol.js';
-
-type ServerMessage = { type: 'listening'; port: number } | { type: 'unavailable' };
+import {
+  OVERHEAD_CACHE_TTL_SECONDS,
+  type OverheadWork,
+  type ServerMessage,
+  withOverheadServer,
+} from './overhead.protocol.js';
 
 interface Load {
   readonly rps: number;
@@ -87,13 +90,14 @@ export const overheadSection: BenchSection = {
       env: { ...process.env, BENCH_REDIS_PORT: String(redis.port) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
-    const exited = new Promise((r) => server.once('exit', r));
     const admin = redis.client();
     try {
-      const message = await new Promise<ServerMessage>((resolve, reject) => {
-        server.once('message', resolve);
-        server.once('exit', (code) => reject(new Error(`overhead server exited with ${code}`)));
-      });
+      await withOverheadServer(server, 5000, measure);
+    } finally {
+      admin.disconnect();
+    }
+
+    async function measure(message: ServerMessage): Promise<void> {
       if (message.type === 'unavailable') {
         report.add(
           `## 3. Decorator overhead\n\n${NOT_AVAILABLE}: the library exports no @SingleFlight.\n`,
@@ -211,12 +215,6 @@ export const overheadSection: BenchSection = {
           ) +
           `\n${summary.join('\n')}\n`,
       );
-    } finally {
-      admin.disconnect();
-      if (server.connected) server.send('exit');
-      const timer = setTimeout(() => server.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(timer);
     }
   },
 };
