@@ -21,20 +21,39 @@ const isNoScript = (error: unknown): boolean =>
 /**
  * Runs `script` by EVALSHA when the client has it, and by EVAL when it has not or when Redis
  * answers NOSCRIPT (a restarted server, a fail-over, SCRIPT FLUSH). It only calls the client's
- * methods; it never defines commands on the client or changes it in any other way.
+ * methods; it never defines commands on the client or changes it in any other way. Never throws:
+ * a client that throws, or answers with no promise, gives a rejected or resolved promise.
  */
-export async function runScript(
+export function runScript(
   client: RedisScriptClient,
   script: LuaScript,
   keys: readonly string[],
   args: readonly (string | number)[],
 ): Promise<unknown> {
-  if (typeof client.evalsha === 'function') {
-    try {
-      return await client.evalsha(script.sha, keys.length, ...keys, ...args);
-    } catch (error) {
-      if (!isNoScript(error)) throw error;
-    }
+  if (typeof client.evalsha !== 'function') return evalScript(client, script, keys, args);
+  let sent: unknown;
+  try {
+    sent = client.evalsha(script.sha, keys.length, ...keys, ...args);
+  } catch (error) {
+    return isNoScript(error) ? evalScript(client, script, keys, args) : Promise.reject(error);
   }
-  return await client.eval(script.source, keys.length, ...keys, ...args);
+  // Chained rather than awaited: one promise and one microtask turn less per lock command.
+  return Promise.resolve(sent).then(undefined, (error: unknown) => {
+    if (!isNoScript(error)) throw error;
+    return evalScript(client, script, keys, args);
+  });
+}
+
+/** `script` by EVAL, as a promise: a client that throws gives a rejection. */
+function evalScript(
+  client: RedisScriptClient,
+  script: LuaScript,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+): Promise<unknown> {
+  try {
+    return Promise.resolve(client.eval(script.source, keys.length, ...keys, ...args));
+  } catch (error) {
+    return Promise.reject(error);
+  }
 }

@@ -205,6 +205,36 @@ describe('Redis calls', () => {
       expect(failed?.code).toBe('redis_lock_failed');
       expect(failed?.message).toBe('Redis lock failed: READONLY replica');
     });
+
+    it('a script call that throws at once is "unlock failed", never a throw; a plain answer counts', async () => {
+      const real = server.client();
+      const set = (key: string, value: string, px: 'PX', ms: number, nx: 'NX') =>
+        real.set(key, value, px, ms, nx);
+      const throwing = new RedisLockService({
+        redis: {
+          set,
+          evalsha: () => {
+            throw new Error('connection is closed');
+          },
+          eval: () => {
+            throw new Error('NOSCRIPT never reached');
+          },
+        },
+        namespace: NS,
+      });
+      const [guard] = await throwing.acquire('throwing-script');
+      expect(guard).toBeDefined();
+      const [ok, error] = await throwing.release(guard!);
+      expect(ok).toBe(false);
+      expect(error?.code).toBe('redis_unlock_failed');
+      expect(error?.message).toBe('Redis unlock failed: connection is closed');
+      // An eval() that answers a bare value (no promise) is read as that answer.
+      const plain = new RedisLockService({ redis: { set, eval: () => 1 }, namespace: NS });
+      const [held] = await plain.acquire('plain-answer');
+      expect(await plain.release(held!)).toEqual([true, undefined]);
+      await real.del(guard!.key, held!.key);
+      real.disconnect();
+    });
   });
 
   describe('release never deletes another holder’s lock', () => {
