@@ -1,11 +1,12 @@
 // The HTTP app of the decorator-overhead benchmark, in its own process so that autocannon (in the
-// parent) does not share its event loop. Routes `/:work/bare/:id` and `/:work/single-flight/:id`
-// run the same handler body, one bare, one under @SingleFlight on a per-request key; `work` picks
-// the body (see WORKS). Sends its port over IPC once listening.
+// parent) does not share its event loop. Routes `/:work/bare/:id`, `/:work/floor/:id` and
+// `/:work/single-flight/:id` run the same handler body: bare; between a SET NX PX and a DEL by hand
+// (the floor: the same two round trips with no library); and under @SingleFlight on a per-request
+// key. `work` picks the body (see WORKS). Sends its port over IPC once listening.
 import 'reflect-metadata';
 import { Controller, Get, Module, Param } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { Redis } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
 import { decorate, singleFlightApi } from './features.js';
 import { OVERHEAD_CACHE_TTL_SECONDS, type OverheadWork } from './overhead.protocol.js';
 
@@ -37,6 +38,9 @@ const WORKS: Record<OverheadWork, (id: string) => Item | Promise<Item>> = {
   cached: cachedItem,
 };
 
+// The floor route's client: the settings the module gives its own (auto-pipelining among them).
+let floorClient: Redis | undefined;
+
 function work(kind: string, id: string): Item | Promise<Item> {
   const body = WORKS[kind as OverheadWork];
   if (!body) throw new Error(`unknown work ${kind}`);
@@ -48,6 +52,19 @@ class ItemsController {
   @Get(':work/bare/:id')
   bare(@Param('work') kind: string, @Param('id') id: string): Item | Promise<Item> {
     return work(kind, id);
+  }
+
+  @Get(':work/floor/:id')
+  async floor(@Param('work') kind: string, @Param('id') id: string): Promise<Item> {
+    const key = `bench:http:floor:${id}`;
+    if ((await floorClient!.set(key, '1', 'PX', 60_000, 'NX')) !== 'OK') {
+      throw new Error(`floor: ${key} is taken`);
+    }
+    try {
+      return await work(kind, id);
+    } finally {
+      await floorClient!.del(key);
+    }
   }
 
   @Get(':work/single-flight/:id')
@@ -62,6 +79,13 @@ async function main(): Promise<void> {
     process.send!({ type: 'unavailable' });
     return;
   }
+  floorClient = new Redis({
+    host: '127.0.0.1',
+    port,
+    ...(api.lib['FAIL_FAST_CLIENT_DEFAULTS'] as RedisOptions | undefined),
+    lazyConnect: true,
+  });
+  await floorClient.connect();
   // Applied after @Get: the decorator copies the route metadata onto its wrapper.
   decorate(
     ItemsController.prototype,
@@ -83,7 +107,7 @@ async function main(): Promise<void> {
     () =>
       void app
         .close()
-        .then(() => cache.quit())
+        .then(() => Promise.all([cache.quit(), floorClient?.quit()]))
         .finally(() => process.exit(0)),
   );
 }
