@@ -2,7 +2,15 @@ import 'reflect-metadata';
 import { Injectable, Module, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { Redis } from 'ioredis';
-import { commandDelta, commandStats, fmtMb, sleep, table, type BenchContext } from './harness.js';
+import {
+  collectGarbage,
+  commandDelta,
+  commandStats,
+  fmtMb,
+  sleep,
+  table,
+  type BenchContext,
+} from './harness.js';
 
 /**
  * Features that other issues are still building are looked up at run time, by export name, so
@@ -85,7 +93,6 @@ export interface SubscriberProbe {
 
 const IDLE_WAIT_MS = 2_500;
 
-const gc = (): void => (globalThis as { gc?: () => void }).gc?.();
 const BATCH = 100;
 
 /** Listeners on every event of an emitter. */
@@ -149,7 +156,7 @@ export async function waitSubscriberProbe(
         release(guard: Guard): Promise<unknown>;
       },
     );
-    gc();
+    collectGarbage();
     const heapBefore = process.memoryUsage().heapUsed;
     const clientsBefore = await connectionCount(admin);
     const listenersBefore = listenerTotal(client);
@@ -171,7 +178,7 @@ export async function waitSubscriberProbe(
     const open = duplicates.filter((d) => d.status !== 'end' && d.status !== 'close');
     const subscriberListeners = open.reduce((n, d) => n + listenerTotal(d), 0);
     const clientsAfter = await connectionCount(admin);
-    gc();
+    collectGarbage();
     const heapAfter = process.memoryUsage().heapUsed;
     const listenersAfter = listenerTotal(client);
     const backToBaseline =

@@ -36,6 +36,16 @@ export const epochMs = (): number => performance.timeOrigin + performance.now();
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Forced garbage collection, `passes` times (one pass can leave garbage that a finalizer or weak
+ * ref kept one more cycle). Throws unless Node runs with --expose-gc, as `npm run bench` does.
+ */
+export function collectGarbage(passes = 1): void {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) throw new Error('run the bench with node --expose-gc (npm run bench does)');
+  for (let i = 0; i < passes; i++) gc();
+}
+
 /** Nearest-rank percentile of an ascending array; `p` in [0, 100]. */
 export function percentile(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return Number.NaN;

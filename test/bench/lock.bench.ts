@@ -6,6 +6,7 @@ import { Mutex } from 'redis-semaphore';
 import { createLock, IoredisAdapter, LockAcquisitionError } from 'redlock-universal';
 import { RedisLockService } from '../../lib/index.js';
 import {
+  collectGarbage,
   concat,
   fmt,
   fmtInt,
@@ -180,6 +181,9 @@ async function load(
   const latencies: number[] = [];
   let acquired = 0;
   let next = 0;
+  // Every run starts on a collected heap: the garbage of the run before is not collected on this
+  // run's time.
+  collectGarbage();
   const redisCpu0 = await redisCpuSeconds(admin);
   const cpu0 = process.cpuUsage();
   const start = performance.now();
@@ -234,7 +238,8 @@ export const lockSection: BenchSection = {
         `strategies rotates every round). A strategy's ratio in a round is its throughput over the ` +
         `mean of those two floor runs, so a slow drift of the machine's speed cancels out; the ` +
         `table gives the median of these ratios, the median throughput over rounds, and ` +
-        `latencies (ms) pooled over all rounds. ` +
+        `latencies (ms) pooled over all rounds. Each run starts after a forced GC, so no run ` +
+        `pays for the garbage of the one before. ` +
         `On the hot key most pairs at c=64 find the lock busy ("taken" is the share that got it). ` +
         `CPU per pair (medians over rounds) is steadier than wall time on a busy machine: it shows ` +
         `where each strategy spends. Peers: no retries, no waiting, no auto-refresh timer. The ` +

@@ -1,14 +1,17 @@
 import { performance } from 'node:perf_hooks';
 import { RedisLockService } from '../../lib/index.js';
-import { fmtInt, fmtMb, table, target, type BenchContext, type BenchSection } from './harness.js';
+import {
+  collectGarbage,
+  fmtInt,
+  fmtMb,
+  table,
+  target,
+  type BenchContext,
+  type BenchSection,
+} from './harness.js';
 import { waitSubscriberProbe } from './features.js';
 
-const forceGc = (): void => {
-  const gc = (globalThis as { gc?: () => void }).gc;
-  if (!gc) throw new Error('run the bench with node --expose-gc (npm run bench does)');
-  // Several passes: one pass can leave garbage that a finalizer or weak ref kept one more cycle.
-  for (let i = 0; i < 4; i++) gc();
-};
+const forceGc = (): void => collectGarbage(4);
 
 const snapshot = (): NodeJS.MemoryUsage => process.memoryUsage();
 
