@@ -25,11 +25,12 @@ export function callgrindAvailable(): Promise<boolean> {
   );
 }
 
-/** Starts `node <script> <args>` under callgrind with counting off. */
+/** Starts `node <nodeFlags> <script> <args>` under callgrind with counting off. */
 export function spawnUnderCallgrind(
   script: string,
   args: readonly string[],
   options: SpawnOptions,
+  nodeFlags: readonly string[] = [],
 ): ChildProcess {
   return spawn(
     'valgrind',
@@ -38,6 +39,7 @@ export function spawnUnderCallgrind(
       '--instr-atstart=no',
       '--callgrind-out-file=/dev/null',
       process.execPath,
+      ...nodeFlags,
       script,
       ...args,
     ],

@@ -12,7 +12,7 @@ import {
   type BenchSection,
 } from './harness.js';
 import { lockStrategies } from './lock.bench.js';
-import { withOverheadServer } from './overhead.protocol.js';
+import { type ToServer, withOverheadServer } from './overhead.protocol.js';
 
 const here = (file: string): string => fileURLToPath(new URL(file, import.meta.url));
 
@@ -62,7 +62,7 @@ async function lockInstructions(
 }
 
 /** The app's load: requests per route and round, uncounted rounds first, then counted ones. */
-const APP_LOAD = { rounds: 2, requests: 3_000, connections: 16, warmRounds: 2 } as const;
+const APP_LOAD = { rounds: 5, requests: 3_000, connections: 16, warmRounds: 3 } as const;
 
 /** The app's routes counted, as overhead.server.ts names them. */
 const ROUTES = ['bare', 'floor', 'single-flight'] as const;
@@ -75,10 +75,15 @@ type Route = (typeof ROUTES)[number];
  */
 async function routeInstructions(port: number): Promise<Record<Route, number[]>> {
   const { rounds, requests, connections, warmRounds } = APP_LOAD;
-  const server = spawnUnderCallgrind(here('./overhead.server.js'), [], {
-    env: { ...process.env, BENCH_REDIS_PORT: String(port) },
-    stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
-  });
+  const server = spawnUnderCallgrind(
+    here('./overhead.server.js'),
+    [],
+    {
+      env: { ...process.env, BENCH_REDIS_PORT: String(port) },
+      stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
+    },
+    ['--expose-gc'],
+  );
   server.stderr?.resume();
   return withOverheadServer(server, 30_000, async (message) => {
     if (message.type !== 'listening') throw new Error('the library exports no @SingleFlight');
@@ -99,14 +104,26 @@ async function routeInstructions(port: number): Promise<Record<Route, number[]>>
     for (let i = 0; i < warmRounds; i++) {
       for (const route of ROUTES) await load(route, requests);
     }
+    // Each count starts on a collected heap, so no route pays for the garbage of the one before.
+    const collected = (): Promise<void> =>
+      new Promise((resolve) => {
+        server.once('message', () => resolve());
+        server.send('gc' satisfies ToServer);
+      });
     const counts: Record<Route, number[]> = { bare: [], floor: [], 'single-flight': [] };
     for (let round = 0; round < rounds; round++) {
-      for (const route of ROUTES) {
-        let served = 0;
+      // The order rotates every round, as in the timed sections.
+      for (let i = 0; i < ROUTES.length; i++) {
+        const route = ROUTES[(i + round) % ROUTES.length]!;
+        await collected();
+        let result: autocannon.Result | undefined;
         const instructions = await countInstructions(server.pid!, async () => {
-          served = (await load(route, requests))['2xx'];
+          result = await load(route, requests);
         });
-        counts[route].push(instructions / served);
+        if (!result || result.non2xx > 0 || result.errors > 0) {
+          throw new Error(`${route}: ${result?.non2xx} non-2xx answers, ${result?.errors} errors`);
+        }
+        counts[route].push(instructions / result['2xx']);
       }
     }
     return counts;
@@ -184,14 +201,24 @@ export const instructionsSection: BenchSection = {
         `\n### Decorator: empty handler, ${connections} connections\n\n` +
         `The app of section 3 under callgrind; its three routes in one process, ${fmtInt(requests)} ` +
         `requests per route and round after ${warmRounds} uncounted round(s) each, ${rounds} counted round(s), ` +
-        `median.\n\n` +
+        `median. Each counted load starts right after a forced GC in the app, and the order of ` +
+        `the routes rotates every round, so no route is counted for another's garbage. The ` +
+        `range is the lowest and highest round: the app's counts move more between rounds than ` +
+        `the lock's (GC and JIT work land in some rounds and not in others).\n\n` +
         table(
-          ['route', 'instructions/request', 'vs bare'],
-          [
-            ['bare', fmtInt(bare), fmtRatio(1)],
-            ['floor: SET NX PX + DEL by hand', fmtInt(floorRoute), fmtRatio(floorRoute / bare)],
-            ['@SingleFlight', fmtInt(singleFlight), fmtRatio(singleFlight / bare)],
-          ],
+          ['route', 'instructions/request', 'range over rounds', 'vs bare'],
+          (
+            [
+              ['bare', routes.bare],
+              ['floor: SET NX PX + DEL by hand', routes.floor],
+              ['@SingleFlight', routes['single-flight']],
+            ] as const
+          ).map(([name, counts]) => [
+            name,
+            fmtInt(median(counts)),
+            `${fmtInt(Math.min(...counts))}–${fmtInt(Math.max(...counts))}`,
+            fmtRatio(median(counts) / bare),
+          ]),
         ) +
         `\nAdded by @SingleFlight: ${fmtInt(singleFlight - bare)} instructions per request, of ` +
         `which the floor's two Redis commands through ioredis are ${fmtInt(floorRoute - bare)}; ` +
