@@ -76,17 +76,17 @@ export type ExtendResult =
   | readonly [extended: false, error: undefined]
   | readonly [extended: false, error: LockError];
 
-const TOKEN_BYTES = 24; // 24 random bytes are 32 base64url characters
-const TOKEN_CHARS = 32;
+const TOKEN_BYTES = 24; // a multiple of 3: base64url without padding, 4 characters per 3 bytes
+const TOKEN_CHARS = (TOKEN_BYTES / 3) * 4;
 const TOKENS_PER_FILL = 256;
 
-// One CSPRNG call fills the bytes of 256 tokens, and one encoding turns them all into text: a call
-// of each per token was about a third of the CPU of an acquire+release (test/bench, node
-// --cpu-prof, callgrind). 24 bytes encode to 32 characters with no padding, so every 32-character
-// slice of the text is exactly the encoding of its own 24 bytes. crypto.randomUUID() pools the same way.
+// One CSPRNG call fills the bytes of 256 tokens (a call per token was about a third of the CPU of
+// an acquire+release: test/bench, node --cpu-prof), and one encoding turns them all into text
+// (an encoding per token cost about 600 instructions: callgrind). Every TOKEN_CHARS-long slice of
+// the text is exactly the encoding of its own TOKEN_BYTES bytes. crypto.randomUUID() pools alike.
 const tokenBytes = Buffer.allocUnsafe(TOKEN_BYTES * TOKENS_PER_FILL);
 let tokenText = '';
-let tokenOffset = tokenText.length;
+let tokenOffset = 0;
 
 /** A fresh 32-character token from the CSPRNG. */
 const createToken = (): string => {
