@@ -2,8 +2,12 @@ import type { ChildProcess } from 'node:child_process';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import type { Redis } from 'ioredis';
 import { callgrindAvailable, countInstructions, spawnUnderCallgrind } from './callgrind.js';
 import {
+  commandDelta,
+  commandStats,
+  fmt,
   fmtInt,
   fmtRatio,
   median,
@@ -73,13 +77,20 @@ type Route = (typeof ROUTES)[number];
  * each of its routes: one app process under callgrind serves them all, as in section 3, so every
  * route pays for whatever the library turns on process-wide.
  */
-async function routeInstructions(port: number): Promise<Record<Route, number[]>> {
+interface RouteCounts {
+  /** Instructions per request, one per counted round. */
+  readonly instructions: number[];
+  /** Redis commands per request (INFO commandstats, commands inside scripts included). */
+  readonly commands: number[];
+}
+
+async function routeInstructions(port: number, admin: Redis): Promise<Record<Route, RouteCounts>> {
   const { rounds, requests, connections, warmRounds } = APP_LOAD;
   const server = spawnUnderCallgrind(
     here('./overhead.server.js'),
     [],
     {
-      env: { ...process.env, BENCH_REDIS_PORT: String(port) },
+      env: { ...process.env, BENCH_REDIS_PORT: String(port), BENCH_COMMAND_TIMEOUT_MS: '60000' },
       stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
     },
     ['--expose-gc'],
@@ -110,20 +121,25 @@ async function routeInstructions(port: number): Promise<Record<Route, number[]>>
         server.once('message', () => resolve());
         server.send('gc' satisfies ToServer);
       });
-    const counts: Record<Route, number[]> = { bare: [], floor: [], 'single-flight': [] };
+    const counts = Object.fromEntries(
+      ROUTES.map((route) => [route, { instructions: [], commands: [] }]),
+    ) as unknown as Record<Route, RouteCounts>;
     for (let round = 0; round < rounds; round++) {
       // The order rotates every round, as in the timed sections.
       for (let i = 0; i < ROUTES.length; i++) {
         const route = ROUTES[(i + round) % ROUTES.length]!;
         await collected();
         let result: autocannon.Result | undefined;
+        const before = await commandStats(admin);
         const instructions = await countInstructions(server.pid!, async () => {
           result = await load(route, requests);
         });
+        const commands = commandDelta(before, await commandStats(admin)).total;
         if (!result || result.non2xx > 0 || result.errors > 0) {
           throw new Error(`${route}: ${result?.non2xx} non-2xx answers, ${result?.errors} errors`);
         }
-        counts[route].push(instructions / result['2xx']);
+        counts[route].instructions.push(instructions / result['2xx']);
+        counts[route].commands.push(commands / result['2xx']);
       }
     }
     return counts;
@@ -182,10 +198,16 @@ export const instructionsSection: BenchSection = {
     }
     const { rounds, requests, connections, warmRounds } = APP_LOAD;
     report.progress(`instructions: decorator routes under callgrind, ${rounds} round(s)`);
-    const routes = await routeInstructions(redis.port);
-    const bare = median(routes.bare);
-    const floorRoute = median(routes.floor);
-    const singleFlight = median(routes['single-flight']);
+    const appAdmin = redis.client();
+    let routes: Record<Route, RouteCounts>;
+    try {
+      routes = await routeInstructions(redis.port, appAdmin);
+    } finally {
+      appAdmin.disconnect();
+    }
+    const bare = median(routes.bare.instructions);
+    const floorRoute = median(routes.floor.instructions);
+    const singleFlight = median(routes['single-flight'].instructions);
 
     report.add(
       title +
@@ -204,20 +226,23 @@ export const instructionsSection: BenchSection = {
         `median. Each counted load starts right after a forced GC in the app, and the order of ` +
         `the routes rotates every round, so no route is counted for another's garbage. The ` +
         `range is the lowest and highest round: the app's counts move more between rounds than ` +
-        `the lock's (GC and JIT work land in some rounds and not in others).\n\n` +
+        `the lock's (GC and JIT work land in some rounds and not in others). Both lock clients ` +
+        `get a 60 s commandTimeout here (valgrind slows the app many times), so that every ` +
+        `call takes the locked path; the Redis commands per request show it.\n\n` +
         table(
-          ['route', 'instructions/request', 'range over rounds', 'vs bare'],
+          ['route', 'instructions/request', 'range over rounds', 'vs bare', 'Redis cmds/request'],
           (
             [
               ['bare', routes.bare],
               ['floor: SET NX PX + DEL by hand', routes.floor],
               ['@SingleFlight', routes['single-flight']],
             ] as const
-          ).map(([name, counts]) => [
+          ).map(([name, { instructions, commands }]) => [
             name,
-            fmtInt(median(counts)),
-            `${fmtInt(Math.min(...counts))}–${fmtInt(Math.max(...counts))}`,
-            fmtRatio(median(counts) / bare),
+            fmtInt(median(instructions)),
+            `${fmtInt(Math.min(...instructions))}–${fmtInt(Math.max(...instructions))}`,
+            fmtRatio(median(instructions) / bare),
+            fmt(median(commands), 2),
           ]),
         ) +
         `\nAdded by @SingleFlight: ${fmtInt(singleFlight - bare)} instructions per request, of ` +
