@@ -25,12 +25,11 @@ export function callgrindAvailable(): Promise<boolean> {
   );
 }
 
-/** Starts `node <nodeFlags> <script> <args>` under callgrind with counting off. */
+/** Starts `node <script> <args>` under callgrind with counting off. */
 export function spawnUnderCallgrind(
   script: string,
   args: readonly string[],
   options: SpawnOptions,
-  nodeFlags: readonly string[] = [],
 ): ChildProcess {
   return spawn(
     'valgrind',
@@ -39,7 +38,6 @@ export function spawnUnderCallgrind(
       '--instr-atstart=no',
       '--callgrind-out-file=/dev/null',
       process.execPath,
-      ...nodeFlags,
       script,
       ...args,
     ],

@@ -16,7 +16,7 @@ import {
   type BenchSection,
 } from './harness.js';
 import { lockStrategies } from './lock.bench.js';
-import { type ToServer, withOverheadServer } from './overhead.protocol.js';
+import { withOverheadServer } from './overhead.protocol.js';
 
 const here = (file: string): string => fileURLToPath(new URL(file, import.meta.url));
 
@@ -86,15 +86,10 @@ interface RouteCounts {
 
 async function routeInstructions(port: number, admin: Redis): Promise<Record<Route, RouteCounts>> {
   const { rounds, requests, connections, warmRounds } = APP_LOAD;
-  const server = spawnUnderCallgrind(
-    here('./overhead.server.js'),
-    [],
-    {
-      env: { ...process.env, BENCH_REDIS_PORT: String(port), BENCH_COMMAND_TIMEOUT_MS: '60000' },
-      stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
-    },
-    ['--expose-gc'],
-  );
+  const server = spawnUnderCallgrind(here('./overhead.server.js'), [], {
+    env: { ...process.env, BENCH_REDIS_PORT: String(port), BENCH_COMMAND_TIMEOUT_MS: '60000' },
+    stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
+  });
   server.stderr?.resume();
   return withOverheadServer(server, 30_000, async (message) => {
     if (message.type !== 'listening') throw new Error('the library exports no @SingleFlight');
@@ -115,12 +110,6 @@ async function routeInstructions(port: number, admin: Redis): Promise<Record<Rou
     for (let i = 0; i < warmRounds; i++) {
       for (const route of ROUTES) await load(route, requests);
     }
-    // Each count starts on a collected heap, so no route pays for the garbage of the one before.
-    const collected = (): Promise<void> =>
-      new Promise((resolve) => {
-        server.once('message', () => resolve());
-        server.send('gc' satisfies ToServer);
-      });
     const counts = Object.fromEntries(
       ROUTES.map((route) => [route, { instructions: [], commands: [] }]),
     ) as unknown as Record<Route, RouteCounts>;
@@ -128,7 +117,6 @@ async function routeInstructions(port: number, admin: Redis): Promise<Record<Rou
       // The order rotates every round, as in the timed sections.
       for (let i = 0; i < ROUTES.length; i++) {
         const route = ROUTES[(i + round) % ROUTES.length]!;
-        await collected();
         let result: autocannon.Result | undefined;
         const before = await commandStats(admin);
         const instructions = await countInstructions(server.pid!, async () => {
@@ -223,10 +211,10 @@ export const instructionsSection: BenchSection = {
         `\n### Decorator: empty handler, ${connections} connections\n\n` +
         `The app of section 3 under callgrind; its three routes in one process, ${fmtInt(requests)} ` +
         `requests per route and round after ${warmRounds} uncounted round(s) each, ${rounds} counted round(s), ` +
-        `median. Each counted load starts right after a forced GC in the app, and the order of ` +
-        `the routes rotates every round, so no route is counted for another's garbage. The ` +
-        `range is the lowest and highest round: the app's counts move more between rounds than ` +
-        `the lock's (GC and JIT work land in some rounds and not in others). Both lock clients ` +
+        `median. The order of the routes rotates every round. The range is the lowest and ` +
+        `highest round: the app's counts move more between rounds than the lock's (GC and JIT ` +
+        `work land in some rounds and not in others). A forced GC before each count was tried ` +
+        `and dropped: every route's count rose by about half. Both lock clients ` +
         `get a 60 s commandTimeout here (valgrind slows the app many times), so that every ` +
         `call takes the locked path; the Redis commands per request show it.\n\n` +
         table(

@@ -12,12 +12,6 @@ export const OVERHEAD_CACHE_TTL_SECONDS = 60;
 export type ServerMessage = { type: 'listening'; port: number } | { type: 'unavailable' };
 
 /**
- * What the bench sends the server: `'gc'` asks for a forced garbage collection (the server runs
- * with --expose-gc under section 6), answered by the same word once done; `'exit'` shuts it down.
- */
-export type ToServer = 'gc' | 'exit';
-
-/**
  * Runs `use` with the message of the overhead server `server` (a child with IPC), then asks it to
  * exit and kills it if it has not within `killAfterMs`. Rejects if it exits before it reports.
  */
@@ -34,7 +28,7 @@ export async function withOverheadServer<T>(
     });
     return await use(message);
   } finally {
-    if (server.connected) server.send('exit' satisfies ToServer);
+    if (server.connected) server.send('exit');
     const timer = setTimeout(() => server.kill('SIGKILL'), killAfterMs);
     await exited;
     clearTimeout(timer);

@@ -8,11 +8,7 @@ import { Controller, Get, Module, Param } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis, type RedisOptions } from 'ioredis';
 import { decorate, singleFlightApi } from './features.js';
-import {
-  OVERHEAD_CACHE_TTL_SECONDS,
-  type OverheadWork,
-  type ToServer,
-} from './overhead.protocol.js';
+import { OVERHEAD_CACHE_TTL_SECONDS, type OverheadWork } from './overhead.protocol.js';
 
 const port = Number(process.env['BENCH_REDIS_PORT']);
 // Section 6 runs this app under valgrind, many times slower, where a command can take longer than
@@ -116,17 +112,14 @@ async function main(): Promise<void> {
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };
   process.send!({ type: 'listening', port: address.port });
-  process.on('message', (message: ToServer) => {
-    if (message === 'gc') {
-      (globalThis as { gc?: () => void }).gc?.();
-      process.send!(message);
-      return;
-    }
-    void app
-      .close()
-      .then(() => Promise.all([cache.quit(), floorClient?.quit()]))
-      .finally(() => process.exit(0));
-  });
+  process.on(
+    'message',
+    () =>
+      void app
+        .close()
+        .then(() => Promise.all([cache.quit(), floorClient?.quit()]))
+        .finally(() => process.exit(0)),
+  );
 }
 
 main().catch((error: unknown) => {
