@@ -1,7 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import type { RedisOptions } from 'ioredis';
 import type { RedisConnection } from './options/buffer-lock.options.js';
-import type { RedisClientFactory, RedisScriptClient } from './options/redis-lock.options.js';
+import {
+  isScriptClient,
+  type RedisClientFactory,
+  type RedisScriptClient,
+} from './options/redis-lock.options.js';
 import { connectFailFast } from './redis/client-defaults.js';
 import { releaseSubscriberFor, type DuplicableClient } from './single-flight/release-subscriber.js';
 
@@ -49,7 +53,7 @@ export class BufferLockClients {
   /** `connection` as the lock service takes it: a client as is, anything else a tracked factory. */
   factoryFor(connection: RedisConnection): RedisScriptClient | RedisClientFactory {
     if (typeof connection === 'function') return this.tracked(connection);
-    if (typeof connection === 'string' || !isClient(connection)) {
+    if (typeof connection === 'string' || !isScriptClient(connection)) {
       // Built here, so with the fail-fast settings; a failed connect is retried on the next call.
       return this.tracked(() => connectFailFast(connection as string | RedisOptions));
     }
@@ -75,11 +79,6 @@ export class BufferLockClients {
     };
   }
 }
-
-const isClient = (value: unknown): value is RedisScriptClient =>
-  typeof value === 'object' &&
-  value !== null &&
-  typeof (value as Partial<RedisScriptClient>).eval === 'function';
 
 async function close(client: Closable): Promise<void> {
   let timer: NodeJS.Timeout | undefined;

@@ -12,7 +12,8 @@ import {
   type BufferLockOptions,
   type ResolvedBufferLockOptions,
 } from './options/buffer-lock.options.js';
-import { RedisLockService } from './redis-lock.service.js';
+import { RedisLockService } from './lock/redis-lock.service.js';
+import { markResolved } from './options/validate-options.js';
 import { PubSubWaitStrategy } from './single-flight/pubsub-wait.strategy.js';
 import { SingleFlightEngine } from './single-flight/single-flight.engine.js';
 import type { WaitStrategy } from './single-flight/wait-strategy.js';
@@ -33,7 +34,7 @@ const providers: Provider[] = [
       clients: BufferLockClients,
     ): ResolvedBufferLockOptions => {
       const options = resolveBufferLockOptions(raw, messages);
-      return Object.freeze({ ...options, redis: clients.factoryFor(options.redis) });
+      return markResolved(Object.freeze({ ...options, redis: clients.factoryFor(options.redis) }));
     },
     inject: [BUFFER_LOCK_MODULE_OPTIONS, BufferLockMessages, BufferLockClients],
   },
@@ -52,25 +53,7 @@ const providers: Provider[] = [
       options: ResolvedBufferLockOptions,
       messages: BufferLockMessages,
       waitStrategy: WaitStrategy,
-    ) =>
-      new SingleFlightEngine({
-        lock,
-        waitStrategy,
-        messages,
-        logger: options.logger,
-        logInterval: options.logInterval,
-        serializer: options.serializer,
-        circuitBreaker: options.circuitBreaker,
-        onLockLost: options.onLockLost,
-        defaults: {
-          ttl: options.ttl,
-          lockTimeout: options.lockTimeout,
-          onBusy: options.onBusy,
-          share: options.share,
-          onRedisError: options.onRedisError,
-          maxHold: options.maxHold,
-        },
-      }),
+    ) => new SingleFlightEngine({ lock, options, messages, waitStrategy }),
     inject: [RedisLockService, BUFFER_LOCK_OPTIONS, BufferLockMessages, BUFFER_LOCK_WAIT_STRATEGY],
   },
 ];

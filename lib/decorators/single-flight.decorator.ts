@@ -7,6 +7,7 @@ import type { MessageId } from '../messages/messages.catalog.js';
 import {
   resolveSingleFlightOptions,
   type SingleFlightOptions,
+  type SingleFlightSettings,
 } from '../options/buffer-lock.options.js';
 import { currentFlight } from '../single-flight/flight-context.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
@@ -85,10 +86,20 @@ const copyMetadata = (from: object, to: object): void => {
  *
  * @example
  * ```ts
+ * // The hit path reads the cache without the lock; only a miss takes it.
  * @Get(':id')
- * @SingleFlight((id: string) => `report:${id}`, { lockTimeout: 5, share: true })
  * async report(@Param('id') id: string): Promise<Report> {
- *   return (await this.cache.get(id)) ?? (await this.buildAndCache(id));
+ *   return (await this.cache.get<Report>(id)) ?? (await this.reports.build(id));
+ * }
+ *
+ * // ReportsService: one worker builds; the others wait, then find the entry.
+ * @SingleFlight((id: string) => `report:${id}`)
+ * async build(id: string): Promise<Report> {
+ *   const cached = await this.cache.get<Report>(id); // built while this call waited?
+ *   if (cached) return cached;
+ *   const report = await this.render(id);
+ *   await this.cache.set(id, report);
+ *   return report;
  * }
  * ```
  */
@@ -104,7 +115,7 @@ export function SingleFlight<This, Args extends unknown[]>(
   if (!((typeof key === 'string' && key !== '') || typeof key === 'function')) {
     throw configError(messages, 'key', 'single_flight_key_invalid');
   }
-  const settings = resolveSingleFlightOptions(options, messages);
+  const own = resolveSingleFlightOptions(options, messages);
 
   return (target, propertyKey, descriptor) => {
     const original = descriptor.value as ((this: This, ...args: Args) => unknown) | undefined;
@@ -130,7 +141,14 @@ export function SingleFlight<This, Args extends unknown[]>(
       return new BufferLockConfigError([{ property: 'share', code, message: text }]);
     };
     // share: true on the decorator is refused now; the module's default at the first call.
-    if (cannotShare && settings.share === true) throw shareError();
+    if (cannotShare && own.share === true) throw shareError();
+    // The method's options over its engine's defaults, merged once per engine (per Nest app).
+    const settingsByEngine = new WeakMap<SingleFlightEngine, SingleFlightSettings>();
+    const settingsFor = (engine: SingleFlightEngine): SingleFlightSettings => {
+      let settings = settingsByEngine.get(engine);
+      if (!settings) settingsByEngine.set(engine, (settings = engine.settingsFor(own)));
+      return settings;
+    };
 
     const wrapper = function (this: This, ...args: Args): unknown {
       const engine = (this as { [ENGINE]?: SingleFlightEngine })[ENGINE];
@@ -140,9 +158,8 @@ export function SingleFlight<This, Args extends unknown[]>(
         );
       }
       const work = () => original.apply(this, args);
-      if (cannotShare && settings.share === undefined && engine.defaults.share) {
-        return Promise.reject(shareError());
-      }
+      const settings = settingsFor(engine);
+      if (cannotShare && settings.share) return Promise.reject(shareError());
       if (observable) {
         return engine.runObservable(cacheKeyOf(key, this, args), work as never, settings);
       }

@@ -1,7 +1,6 @@
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { MESSAGE_IDS, type MessageCatalog, type MessageId } from '../messages/messages.catalog.js';
-import { parseSeconds } from './seconds.js';
-import { Rule, validateOptions } from './validate-options.js';
+import { Rule, Seconds, validateOptions } from './validate-options.js';
 
 /**
  * What the lock needs from a Redis client: `eval(script, numkeys, ...args)`, as ioredis `Redis`
@@ -35,45 +34,8 @@ export interface RedisScriptClient {
 export type RedisClientFactory = () =>
   RedisScriptClient | null | undefined | Promise<RedisScriptClient | null | undefined>;
 
-/**
- * The options of {@link RedisLockService}, as in the spec's ATTRIBUTES.
- *
- * @example
- * ```ts
- * const options: RedisLockOptions = {
- *   redis: () => new Redis(process.env.REDIS_URL!),
- *   namespace: 'shop:buffer:',
- *   ttl: 30,
- * };
- * ```
- */
-export interface RedisLockOptions {
-  /** A client with `eval()`, or (better) a factory returning one. Required. */
-  redis: RedisScriptClient | RedisClientFactory;
-  /** The prefix of every Redis key. Non-empty; keep it ASCII. Default `'buffer:lock:'`. */
-  namespace?: string;
-  /** Seconds a lock lives in Redis. Positive; fractions allowed. Default `60`. */
-  ttl?: number;
-  /** Message overrides by message id. Any characters, emoji included. */
-  messages?: MessageCatalog;
-  /**
-   * Beyond the spec: number every acquire of a key with a fencing token (`guard.fence`, strictly
-   * increasing per key, from a counter in the lock's hash slot). Default `false`.
-   */
-  fencing?: boolean;
-}
-
-/**
- * The lock's defaults: the one place they are written down.
- *
- * @example
- * ```ts
- * LOCK_DEFAULTS.ttl; // 60
- * ```
- */
-export const LOCK_DEFAULTS = Object.freeze({ namespace: 'buffer:lock:', ttl: 60, fencing: false });
-
-const isClient = (value: unknown): value is RedisScriptClient =>
+/** Whether `value` is a client the lock can drive: an object with `eval()`. */
+export const isScriptClient = (value: unknown): value is RedisScriptClient =>
   typeof value === 'object' &&
   value !== null &&
   typeof (value as Partial<RedisScriptClient>).eval === 'function';
@@ -87,61 +49,64 @@ const isMessageCatalog = (value: unknown): boolean =>
       ([id, text]) => MESSAGE_IDS.includes(id as MessageId) && typeof text === 'string',
     ));
 
-/** The class-validator DTO for {@link RedisLockOptions}. */
+/**
+ * The declaration of the lock's options: for each one its type, its default (the initializer),
+ * its rule and the message id it is refused with.
+ */
 export class RedisLockOptionsDto {
-  @Rule(
-    'isRedisClientOrFactory',
-    'redis_client_invalid',
-    (v) => isClient(v) || typeof v === 'function',
-  )
-  redis!: RedisScriptClient | RedisClientFactory;
+  /** A client with `eval()`, or (better) a factory returning one. Required. */
+  @Rule('redis_client_invalid', (v) => isScriptClient(v) || typeof v === 'function')
+  redis: unknown;
 
-  @Rule('isNonEmptyString', 'redis_namespace_invalid', (v) => typeof v === 'string' && v.length > 0)
-  namespace!: string;
+  /** The prefix of every Redis key. Non-empty; keep it ASCII. Default `'buffer:lock:'`. */
+  @Rule('redis_namespace_invalid', (v) => typeof v === 'string' && v.length > 0)
+  namespace: string = 'buffer:lock:';
 
-  @Rule('isPositiveSeconds', 'redis_ttl_invalid', (v) => parseSeconds(v) !== undefined)
-  ttl!: number;
+  /** Seconds a lock lives in Redis. Positive; fractions allowed. Default `60`. */
+  @Seconds('redis_ttl_invalid')
+  ttl: number = 60;
 
-  @Rule('isMessageCatalog', 'redis_messages_invalid', isMessageCatalog)
-  messages?: MessageCatalog;
+  /** Message overrides by message id. Any characters, emoji included. */
+  @Rule('redis_messages_invalid', isMessageCatalog)
+  messages?: MessageCatalog = undefined;
 
-  @Rule('isBoolean', 'redis_fencing_invalid', (v) => typeof v === 'boolean')
-  fencing!: boolean;
+  /**
+   * Number every acquire of a key with a fencing token (`guard.fence`, strictly increasing per
+   * key, from a counter in the lock's hash slot). Default `false`.
+   */
+  @Rule('redis_fencing_invalid', (v) => typeof v === 'boolean')
+  fencing: boolean = false;
 }
 
 /**
- * Options after validation, with defaults filled in and `ttl` a number.
+ * The options of {@link RedisLockService}. Seconds may also be given as decimal strings (`'30'`).
  *
  * @example
  * ```ts
- * const resolved: ResolvedLockOptions = resolveLockOptions({ redis: client });
- * resolved.ttl; // 60
+ * const options: RedisLockOptions = {
+ *   redis: () => new Redis(process.env.REDIS_URL!),
+ *   namespace: 'shop:buffer:',
+ *   ttl: 30,
+ * };
  * ```
  */
-export type ResolvedLockOptions = Required<Omit<RedisLockOptions, 'messages'>> &
-  Pick<RedisLockOptions, 'messages'>;
+export type RedisLockOptions = Partial<Omit<RedisLockOptionsDto, 'redis'>> & {
+  /** A client with `eval()`, or (better) a factory returning one. Required. */
+  redis: RedisScriptClient | RedisClientFactory;
+};
+
+/** The lock's options after validation: defaults filled in, `ttl` a number. */
+export type ResolvedLockOptions = Readonly<RedisLockOptions & Omit<RedisLockOptionsDto, 'redis'>>;
 
 /**
- * Validates lock options by the spec's rules and fills in the defaults. Throws a
- * `BufferLockConfigError` whose `message` is the catalog text of the first violation.
- *
- * @example
- * ```ts
- * resolveLockOptions({ redis: () => new Redis(), ttl: '30' }).ttl; // 30
- * ```
+ * Validates lock options and fills in the defaults. Throws a `BufferLockConfigError` whose
+ * `message` is the catalog text of the violation (of every one, line by line).
  */
 export function resolveLockOptions(
   input: RedisLockOptions,
   messages: BufferLockMessages = new BufferLockMessages({ messages: safeCatalog(input) }),
 ): ResolvedLockOptions {
-  const dto = validateOptions(RedisLockOptionsDto, input, LOCK_DEFAULTS, messages);
-  return {
-    redis: dto.redis,
-    namespace: dto.namespace,
-    ttl: parseSeconds(dto.ttl)!,
-    messages: dto.messages,
-    fencing: dto.fencing,
-  };
+  return validateOptions(RedisLockOptionsDto, input, messages) as ResolvedLockOptions;
 }
 
 /** The overrides in `input`, or none when they are themselves invalid. */

@@ -1,52 +1,177 @@
-import { ValidateBy, validateSync, type ValidationError } from 'class-validator';
+import { ValidateBy, ValidateNested, validateSync, type ValidationError } from 'class-validator';
 import { BufferLockConfigError, type ConfigViolation } from '../errors/lock.error.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
+import { parseSeconds } from './seconds.js';
 
-/** The message id a validation decorator reports, kept in class-validator's `context`. */
-interface MessageContext {
-  messageId: MessageId;
-}
+/** Per options class: the properties read as seconds, and those holding nested options. */
+const secondsFields = new WeakMap<object, Set<string>>();
+const nestedFields = new WeakMap<object, Map<string, new () => object>>();
+
+/** Objects that came out of a resolver: whoever is handed one does not validate it again. */
+const resolvedObjects = new WeakSet<object>();
+
+const register = <V>(table: WeakMap<object, V>, target: object, make: () => V): V => {
+  let entry = table.get(target);
+  if (!entry) table.set(target, (entry = make()));
+  return entry;
+};
 
 /**
- * A class-validator property rule that reports `messageId` when `test` fails. Every rule of the
- * options DTOs is made with it, so each violation maps to exactly one catalog text.
+ * A class-validator rule that reports `messageId` when `test` fails. Each rule maps to exactly one
+ * catalog text: the message id is the constraint's message.
  */
-export function Rule(name: string, messageId: MessageId, test: (value: unknown) => boolean) {
-  const context: MessageContext = { messageId };
-  // class-validator maps `context` only onto constraints with a non-empty message.
+export function Rule(
+  messageId: MessageId,
+  test: (value: unknown, options: Record<string, unknown>) => boolean,
+): PropertyDecorator {
   return ValidateBy(
-    { name, validator: { validate: test, defaultMessage: () => messageId } },
-    { context },
+    {
+      name: messageId,
+      validator: {
+        validate: (value, args) => test(value, (args?.object ?? {}) as Record<string, unknown>),
+      },
+    },
+    { message: messageId },
   );
 }
 
+/**
+ * A number of seconds: a positive decimal, or a string spelling one (as environment config
+ * delivers it). The resolved options hold the number.
+ */
+export function Seconds(messageId: MessageId): PropertyDecorator {
+  const rule = Rule(messageId, (value) => parseSeconds(value) !== undefined);
+  return (target, property) => {
+    register(secondsFields, target, () => new Set()).add(String(property));
+    rule(target, property);
+  };
+}
+
+/**
+ * Options of their own class inside the options: a plain object is read as an instance of `Dto`
+ * (its defaults fill what it leaves out) and validated field by field; anything else is refused
+ * with `messageId`.
+ */
+export function Nested(Dto: new () => object, messageId: MessageId): PropertyDecorator {
+  const shape = Rule(messageId, (value) => value instanceof Dto);
+  const nested = ValidateNested({ message: messageId });
+  return (target, property) => {
+    register(nestedFields, target, () => new Map()).set(String(property), Dto);
+    shape(target, property);
+    nested(target, property);
+  };
+}
+
+/** The registered fields of `object`'s class and of every class it extends. */
+function fieldsOf<V>(table: WeakMap<object, Iterable<V>>, object: object): V[] {
+  const found: V[] = [];
+  for (let proto = Object.getPrototypeOf(object); proto; proto = Object.getPrototypeOf(proto)) {
+    found.push(...(table.get(proto) ?? []));
+  }
+  return found;
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' &&
+  value !== null &&
+  [Object.prototype, null].includes(Object.getPrototypeOf(value));
+
+/** Every broken rule, once per property and message id; nested ones under their parent's name. */
 function violationsOf(
   errors: readonly ValidationError[],
   messages: BufferLockMessages,
+  parent?: string,
 ): ConfigViolation[] {
-  return errors.flatMap((error) =>
-    Object.keys(error.constraints ?? {}).map((rule) => {
-      const { messageId } = (error.contexts ?? {})[rule] as MessageContext;
-      return { property: error.property, code: messageId, message: messages.render(messageId) };
-    }),
-  );
+  const seen = new Set<string>();
+  const all = errors.flatMap((error): ConfigViolation[] => {
+    const property = parent ?? error.property;
+    const own = Object.values(error.constraints ?? {}).map((id) => ({
+      property,
+      code: id as MessageId,
+      message: messages.render(id as MessageId),
+    }));
+    return [...own, ...violationsOf(error.children ?? [], messages, property)];
+  });
+  return all.filter((v) => {
+    const key = `${v.property}\n${v.code}`;
+    return seen.has(key) ? false : (seen.add(key), true);
+  });
+}
+
+/** Reads nested plain objects as their classes (with defaults), then seconds as numbers. */
+function readNested(dto: object): void {
+  for (const [property, Dto] of fieldsOf(nestedFields, dto)) {
+    const value = (dto as Record<string, unknown>)[property];
+    if (isPlainObject(value))
+      (dto as Record<string, unknown>)[property] = Object.assign(new Dto(), value);
+  }
+}
+
+function readSeconds(dto: object): void {
+  const record = dto as Record<string, unknown>;
+  for (const property of fieldsOf(secondsFields, dto)) {
+    if (record[property] !== undefined) record[property] = parseSeconds(record[property]);
+  }
+  for (const [property] of fieldsOf(nestedFields, dto)) {
+    const value = record[property];
+    if (typeof value === 'object' && value !== null) readSeconds(value);
+  }
+}
+
+/** An option given as `undefined` where its rule accepts that means its default. */
+function fillAcceptedUndefined(dto: object, defaults: object): void {
+  const record = dto as Record<string, unknown>;
+  for (const [property, value] of Object.entries(defaults)) {
+    if (record[property] === undefined && value !== undefined) record[property] = value;
+  }
 }
 
 /**
- * Validates `input` against a DTO class after filling in `defaults` for options that are absent.
- * An option present with the value `undefined` or `null` is validated, not defaulted, as the spec's
- * pitfalls ask. Throws one {@link BufferLockConfigError} listing every violation.
+ * Validates `input` against an options class and resolves it.
+ *
+ * - `'complete'`: options absent from `input` take the class's defaults (its field initializers).
+ *   An option present with the value `undefined` or `null` is validated, not defaulted.
+ * - `'partial'`: only the options given are validated (per-call overrides); nothing is filled in.
+ *
+ * Seconds come out as numbers. Throws one {@link BufferLockConfigError} listing every violation.
+ * The result is marked as resolved ({@link isResolved}).
  */
 export function validateOptions<T extends object>(
   Dto: new () => T,
   input: unknown,
-  defaults: Partial<T>,
   messages: BufferLockMessages,
+  mode: 'complete' | 'partial' = 'complete',
 ): T {
   const given = typeof input === 'object' && input !== null ? input : {};
-  const dto = Object.assign(new Dto(), defaults, given);
-  const violations = violationsOf(validateSync(dto, { forbidUnknownValues: false }), messages);
+  const dto: T =
+    mode === 'complete'
+      ? Object.assign(new Dto(), given)
+      : Object.assign(Object.create(Dto.prototype) as T, given);
+  readNested(dto);
+  const errors = validateSync(dto, {
+    forbidUnknownValues: false,
+    skipUndefinedProperties: mode === 'partial',
+  });
+  // In declaration order, the lock's options first: fields without a default (redis) lead.
+  const order = Object.keys(new Dto());
+  const violations = violationsOf(errors, messages).sort(
+    (a, b) => order.indexOf(a.property) - order.indexOf(b.property),
+  );
   if (violations.length > 0) throw new BufferLockConfigError(violations);
+  readSeconds(dto);
+  if (mode === 'complete') fillAcceptedUndefined(dto, new Dto());
+  resolvedObjects.add(dto);
   return dto;
+}
+
+/** Whether `options` came out of {@link validateOptions} (or {@link markResolved}). */
+export function isResolved(options: unknown): boolean {
+  return typeof options === 'object' && options !== null && resolvedObjects.has(options);
+}
+
+/** Marks a copy of resolved options as resolved too (e.g. frozen, with `redis` made a factory). */
+export function markResolved<T extends object>(options: T): T {
+  resolvedObjects.add(options);
+  return options;
 }

@@ -9,40 +9,19 @@
  */
 export type CircuitState = 'closed' | 'open' | 'half-open';
 
-/**
- * Options of a {@link CircuitBreaker}; every number is configurable.
- *
- * @example
- * ```ts
- * const options: CircuitBreakerOptions = { failureThreshold: 3, openSeconds: 5, probes: 1 };
- * ```
- */
+/** What a {@link CircuitBreaker} runs with: the resolved `circuitBreaker` option, a clock, a listener. */
 export interface CircuitBreakerOptions {
-  /** Consecutive Redis failures that open the breaker (N). Default `5`. */
-  failureThreshold?: number;
-  /** Seconds calls skip Redis once open, before a probe is let through (M). Default `10`. */
-  openSeconds?: number;
-  /** Calls let through at once while half-open. Default `1`. */
-  probes?: number;
-  /** The clock, in ms; inject a fake one in tests. Default `Date.now`. */
-  now?: () => number;
+  /** Consecutive Redis failures that open the breaker. */
+  readonly failureThreshold: number;
+  /** Seconds calls skip Redis once open, before a probe is let through. */
+  readonly openSeconds: number;
+  /** Calls let through at once while half-open. */
+  readonly probes: number;
+  /** The clock, in ms. Default `Date.now`. */
+  readonly now?: () => number;
   /** Told of every state change. */
-  onStateChange?: (state: CircuitState, previous: CircuitState) => void;
+  readonly onStateChange?: (state: CircuitState, previous: CircuitState) => void;
 }
-
-/**
- * The breaker's defaults: the one place they are written down.
- *
- * @example
- * ```ts
- * CIRCUIT_BREAKER_DEFAULTS.failureThreshold; // 5
- * ```
- */
-export const CIRCUIT_BREAKER_DEFAULTS = Object.freeze({
-  failureThreshold: 5,
-  openSeconds: 10,
-  probes: 1,
-});
 
 /**
  * Stops calls from waiting on a Redis that is in trouble. After `failureThreshold` consecutive
@@ -72,10 +51,10 @@ export class CircuitBreaker {
   private readonly probes: number;
   private readonly now: () => number;
 
-  constructor(private readonly options: CircuitBreakerOptions = {}) {
-    this.threshold = options.failureThreshold ?? CIRCUIT_BREAKER_DEFAULTS.failureThreshold;
-    this.openMs = (options.openSeconds ?? CIRCUIT_BREAKER_DEFAULTS.openSeconds) * 1000;
-    this.probes = options.probes ?? CIRCUIT_BREAKER_DEFAULTS.probes;
+  constructor(private readonly options: CircuitBreakerOptions) {
+    this.threshold = options.failureThreshold;
+    this.openMs = options.openSeconds * 1000;
+    this.probes = options.probes;
     this.now = options.now ?? Date.now;
   }
 

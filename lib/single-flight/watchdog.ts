@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { ExtendResult, LockGuard } from '../redis-lock.service.js';
+import type { ExtendResult, LockGuard } from '../lock/lock-results.js';
 
 /**
  * What the watchdog needs from the lock: `RedisLockService.extend`.

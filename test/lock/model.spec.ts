@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisLockService, toMilliseconds, type LockGuard } from '../../lib/index.js';
+import { RedisLockService, type LockGuard } from '../../lib/index.js';
+import { toMilliseconds } from '../../lib/options/seconds.js';
 import { LockModel, timed, type Interval } from '../support/lock-model.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { sleep } from './lock-helpers.js';

@@ -10,6 +10,7 @@ import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Cluster, Redis } from 'ioredis';
 import { BufferLockModule, RedisLockService, SingleFlight } from '../../lib/index.js';
+import { ACQUIRE_KEY } from '../../lib/lock/redis-lock.service.js';
 import type { Built, Command, Reply } from './flight.protocol.js';
 
 const send = (reply: Reply): void => void process.send!(reply);
@@ -18,9 +19,10 @@ const send = (reply: Reply): void => void process.send!(reply);
 @Injectable()
 class CountingLock extends RedisLockService {
   acquires = 0;
-  override acquire(...args: Parameters<RedisLockService['acquire']>) {
+  // The engine acquires by the Redis key it derived already.
+  override [ACQUIRE_KEY](...args: Parameters<RedisLockService[typeof ACQUIRE_KEY]>) {
     this.acquires++;
-    return super.acquire(...args);
+    return super[ACQUIRE_KEY](...args);
   }
 }
 

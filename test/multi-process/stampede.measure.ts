@@ -87,7 +87,10 @@ try {
 
   // Outage: one process, a fail-fast client (commandTimeout 1 s), breaker defaults (5 failures, 10 s).
   const lock = new RedisLockService({ redis: () => connectFailFast(server.url), namespace: 'o:' });
-  const engine = new SingleFlightEngine({ lock, logger: { log() {}, warn() {}, error() {} } });
+  const engine = new SingleFlightEngine({
+    lock,
+    options: { logger: { log() {}, warn() {}, error() {} } },
+  });
   await engine.run('warm', () => 1);
   let open = false;
   engine.on('breaker', (state) => (open = state === 'open'));

@@ -14,8 +14,6 @@ import type { Redis } from 'ioredis';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  BUFFER_LOCK_DEFAULTS,
-  BUFFER_LOCK_OPTIONS,
   BufferLockConfigError,
   BufferLockMessages,
   BufferLockModule,
@@ -27,6 +25,7 @@ import {
   type MessageId,
   type ResolvedBufferLockOptions,
 } from '../../lib/index.js';
+import { BUFFER_LOCK_OPTIONS } from '../../lib/buffer-lock.constants.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { MemoryLogger } from './nest-helpers.js';
 
@@ -81,8 +80,8 @@ describe('forRoot', () => {
     const options = ref.get<ResolvedBufferLockOptions>(BUFFER_LOCK_OPTIONS);
     expect(options).toMatchObject({
       namespace: `${NS}root:`,
-      ttl: BUFFER_LOCK_DEFAULTS.ttl,
-      lockTimeout: BUFFER_LOCK_DEFAULTS.lockTimeout,
+      ttl: 60,
+      lockTimeout: 10,
       onBusy: 'wait',
       locale: 'en',
       logInterval: 10,

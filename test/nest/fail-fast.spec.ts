@@ -8,8 +8,8 @@ import {
   RedisLockService,
   SingleFlight,
   SingleFlightEngine,
-  currentFlight,
 } from '../../lib/index.js';
+import { currentFlight } from '../../lib/single-flight/flight-context.js';
 import { lockCommands as lockCommandsOf } from '../support/command-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { MemoryLogger, until } from './nest-helpers.js';

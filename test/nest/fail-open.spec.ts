@@ -92,7 +92,7 @@ describe('(4) acquire with Redis unreachable: log, then run without a cross-work
     const own = new MemoryLogger();
     const engine = new SingleFlightEngine({
       lock: app.get(RedisLockService),
-      logger: own,
+      options: { logger: own },
     });
     await expect(engine.run('plain', () => 'ran anyway')).resolves.toBe('ran anyway');
     expect(own.at('error')).toHaveLength(1);

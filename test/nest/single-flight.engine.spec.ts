@@ -1,12 +1,8 @@
 import type { Redis } from 'ioredis';
 import { firstValueFrom, isObservable, Subject, toArray, type Observable } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  LockBusyError,
-  RedisLockService,
-  SingleFlightEngine,
-  type WaitStrategy,
-} from '../../lib/index.js';
+import { LockBusyError, RedisLockService, SingleFlightEngine } from '../../lib/index.js';
+import { type WaitStrategy } from '../../lib/single-flight/wait-strategy.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { MemoryLogger, until } from './nest-helpers.js';
 
@@ -23,15 +19,15 @@ beforeAll(async () => {
   server = await startRedis();
   admin = server.client();
   lock = new RedisLockService({ redis: () => server.client(), namespace: 'test:engine:' });
-  engine = new SingleFlightEngine({ lock, logger, defaults: { lockTimeout: 2 } });
+  engine = new SingleFlightEngine({ lock, options: { logger, lockTimeout: 2 } });
 });
 afterAll(() => server.stop());
 
 describe('SingleFlightEngine without Nest', () => {
   it('fills settings from its defaults and the lock', () => {
     const rest = { share: false, onRedisError: 'proceed' };
-    expect(engine.settle()).toEqual({ ttl: 60, lockTimeout: 2, onBusy: 'wait', ...rest });
-    expect(engine.settle({ onBusy: 'skip', ttl: undefined })).toEqual({
+    expect(engine.settingsFor()).toEqual({ ttl: 60, lockTimeout: 2, onBusy: 'wait', ...rest });
+    expect(engine.settingsFor({ onBusy: 'skip', ttl: undefined })).toEqual({
       ttl: 60,
       lockTimeout: 2,
       onBusy: 'skip',
@@ -47,7 +43,7 @@ describe('SingleFlightEngine without Nest', () => {
         await new Promise((r) => setTimeout(r, 10));
       },
     };
-    const waiting = new SingleFlightEngine({ lock, logger, waitStrategy: recording });
+    const waiting = new SingleFlightEngine({ lock, options: { logger }, waitStrategy: recording });
     const [guard] = await lock.acquire('strategy');
     const before = Date.now();
     const result = waiting.run('strategy', () => 'after release', { lockTimeout: 5 });
@@ -94,7 +90,7 @@ describe('SingleFlightEngine without Nest', () => {
       redis: () => server.client({ commandTimeout: 300 }),
       namespace: 'test:engine:',
     });
-    const failing = new SingleFlightEngine({ lock: quick, logger: own });
+    const failing = new SingleFlightEngine({ lock: quick, options: { logger: own } });
     let value: string | undefined;
     try {
       value = await failing.run('release-fails', async () => {

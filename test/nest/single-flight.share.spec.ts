@@ -13,16 +13,16 @@ import type { Redis } from 'ioredis';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  BUFFER_LOCK_WAIT_STRATEGY,
   BufferLockConfigError,
   BufferLockModule,
   ENGLISH_MESSAGES,
-  PubSubWaitStrategy,
   RedisLockService,
-  releaseChannel,
   SingleFlight,
   type BufferLockOptions,
 } from '../../lib/index.js';
+import { BUFFER_LOCK_WAIT_STRATEGY } from '../../lib/buffer-lock.constants.js';
+import { releaseChannel } from '../../lib/redis/keys.js';
+import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { deferred, MemoryLogger, until } from './nest-helpers.js';
 

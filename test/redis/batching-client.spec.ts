@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { batchingClient } from '../../lib/redis/batching-client.js';
-import { RedisLockService, type LockGuard } from '../../lib/redis-lock.service.js';
+import { RedisLockService, type LockGuard } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { withRedisServer } from '../lock/lock-helpers.js';
 

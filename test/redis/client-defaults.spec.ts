@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectFailFast, FAIL_FAST_CLIENT_DEFAULTS } from '../../lib/redis/client-defaults.js';
-import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { freePort, startRedis, type RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;

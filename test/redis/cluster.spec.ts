@@ -2,7 +2,7 @@ import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fenceKey, keySlot, releaseChannel, resultKey } from '../../lib/redis/keys.js';
 import { SharedResultStore } from '../../lib/redis/shared-result.js';
-import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
 import { ReleaseSubscriber } from '../../lib/single-flight/release-subscriber.js';
 import { LockWatchdog } from '../../lib/single-flight/watchdog.js';

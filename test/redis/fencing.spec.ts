@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fenceKey } from '../../lib/redis/keys.js';
-import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;

@@ -8,7 +8,7 @@ import {
   releaseChannel,
   resultKey,
 } from '../../lib/redis/keys.js';
-import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 
 // The slot maths is checked against Redis itself (CLUSTER KEYSLOT on a real cluster node);

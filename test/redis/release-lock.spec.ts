@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { releaseChannel } from '../../lib/redis/keys.js';
 import { WAKE_MESSAGE } from '../../lib/redis/release-lock.js';
-import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;

@@ -10,7 +10,7 @@ import {
   SharedResultStore,
   type ResultSerializer,
 } from '../../lib/redis/shared-result.js';
-import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;

@@ -11,7 +11,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
-import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { PollingWaitStrategy } from '../../lib/single-flight/polling-wait.strategy.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
 import type { WaitStrategy } from '../../lib/single-flight/wait-strategy.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { CircuitBreaker, type CircuitState } from '../../lib/single-flight/circuit-breaker.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
@@ -17,6 +17,7 @@ function breaker(
   const b = new CircuitBreaker({
     failureThreshold: 3,
     openSeconds: 10,
+    probes: 1,
     ...options,
     now: clock.now,
     onStateChange: (next: CircuitState, prev: CircuitState) => changes.push(`${prev}→${next}`),

@@ -1,6 +1,7 @@
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisLockService, SingleFlightEngine, currentFlight } from '../../lib/index.js';
+import { RedisLockService, SingleFlightEngine } from '../../lib/index.js';
+import { currentFlight } from '../../lib/single-flight/flight-context.js';
 import { until } from '../nest/nest-helpers.js';
 import { lockCommands } from '../support/command-stats.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
@@ -57,8 +58,7 @@ describe('5. bounded latency on a Redis Cluster: the slot owner paused (SIGSTOP)
     const states: string[] = [];
     const engine = new SingleFlightEngine({
       lock,
-      logger: silent,
-      circuitBreaker: { failureThreshold: 3, openSeconds, probes: 1 },
+      options: { logger: silent, circuitBreaker: { failureThreshold: 3, openSeconds, probes: 1 } },
     });
     engine.on('breaker', (state) => states.push(state));
     const locked = () => engine.run('report', () => currentFlight()!.locked);
@@ -109,9 +109,11 @@ describe('5. bounded latency on a Redis Cluster: the slot owner paused (SIGSTOP)
     const states: string[] = [];
     const engine = new SingleFlightEngine({
       lock,
-      logger: silent,
-      defaults: { lockTimeout: 1 },
-      circuitBreaker: { failureThreshold: 3, openSeconds, probes: 1 },
+      options: {
+        logger: silent,
+        lockTimeout: 1,
+        circuitBreaker: { failureThreshold: 3, openSeconds, probes: 1 },
+      },
     });
     engine.on('breaker', (state) => states.push(state));
     const locked = (key: string) => engine.run(key, () => currentFlight()!.locked);

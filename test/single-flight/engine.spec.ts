@@ -7,12 +7,12 @@ import {
   RedisLockService,
   RedisUnavailableError,
   SingleFlightEngine,
-  currentFlight,
-  resultKey,
   type FlightLockLostEvent,
-  type LockLostEvent,
-  type SingleFlightEngineOptions,
 } from '../../lib/index.js';
+import { resultKey } from '../../lib/redis/keys.js';
+import { currentFlight } from '../../lib/single-flight/flight-context.js';
+import { type SingleFlightEngineOptions } from '../../lib/single-flight/single-flight.engine.js';
+import { type LockLostEvent } from '../../lib/single-flight/watchdog.js';
 import { firstValueFrom, of, Subject, toArray, type Observable } from 'rxjs';
 import { MemoryLogger, deferred, until } from '../nest/nest-helpers.js';
 import type { Cluster, Redis } from 'ioredis';
@@ -53,7 +53,7 @@ interface Worker {
 
 function worker(
   namespace: string,
-  options: Partial<SingleFlightEngineOptions> = {},
+  options: NonNullable<SingleFlightEngineOptions['options']> = {},
   lockOptions: { ttl?: number; fencing?: boolean } = {},
 ): Worker {
   const service = new RedisLockService({
@@ -64,9 +64,7 @@ function worker(
   const { lock, acquires } = countingLock(service);
   const engine = new SingleFlightEngine({
     lock,
-    logger: silent,
-    ...options,
-    defaults: { lockTimeout: 20, ...options.defaults },
+    options: { logger: silent, lockTimeout: 20, ...options },
   });
   return { engine, lock: service, acquires };
 }
@@ -287,7 +285,7 @@ for (const [name, start] of Object.entries(backends)) {
 
     describe('3. share: the leader’s result reaches waiters in other workers', () => {
       it('3 workers × 50 callers: one run, everyone gets the value, ≤ 1 acquire per worker', async () => {
-        const workers = [1, 2, 3].map(() => worker('sh:three:', { defaults: { share: true } }));
+        const workers = [1, 2, 3].map(() => worker('sh:three:', { share: true }));
         let runs = 0;
         const started = deferred();
         const gate = deferred();
@@ -318,7 +316,7 @@ for (const [name, start] of Object.entries(backends)) {
       });
 
       it('an unserializable result: a clear catalog error at the first call, nothing stored', async () => {
-        const w = worker('sh:bad:', { defaults: { share: true } });
+        const w = worker('sh:bad:', { share: true });
         const error: unknown = await w.engine
           .run('stream', () => ({ body: Readable.from(['x']) }))
           .catch((e: unknown) => e);
@@ -337,7 +335,7 @@ for (const [name, start] of Object.entries(backends)) {
       });
 
       it('the leader throws: nothing is shared, and one waiter becomes the next leader', async () => {
-        const workers = [1, 2, 3].map(() => worker('sh:throw:', { defaults: { share: true } }));
+        const workers = [1, 2, 3].map(() => worker('sh:throw:', { share: true }));
         const admin = backend.client();
         // An older result is in Redis: a failed leader must not let waiters read it.
         await admin.set(resultKey(workers[0]!.lock.redisKey('k')), '"stale"', 'PX', 60_000);
@@ -374,7 +372,7 @@ for (const [name, start] of Object.entries(backends)) {
       it('the watchdog keeps a 3×TTL build exclusive', async () => {
         const ttl = 1.5; // extended every 0.5 s: room for a busy event loop
         const a = worker('wd:', {}, { ttl });
-        const b = worker('wd:', { defaults: { onBusy: 'skip' } }, { ttl });
+        const b = worker('wd:', { onBusy: 'skip' }, { ttl });
         let skipped = 0;
         const holder = a.engine.run('k', async () => {
           const end = Date.now() + 3 * ttl * 1000;
@@ -393,7 +391,11 @@ for (const [name, start] of Object.entries(backends)) {
       it('a lost lock raises the event, logs, and aborts the signal; never an unhandled rejection', async () => {
         const logger = new MemoryLogger();
         const told: FlightLockLostEvent[] = [];
-        const w = worker('lost:', { logger, onLockLost: (e) => told.push(e) }, { ttl: 0.6 });
+        const w = worker(
+          'lost:',
+          { logger, onLockLost: (e: FlightLockLostEvent) => told.push(e) },
+          { ttl: 0.6 },
+        );
         const events: FlightLockLostEvent[] = [];
         w.engine.on('lockLost', (e) => events.push(e));
         const admin = backend.client();
@@ -412,7 +414,7 @@ for (const [name, start] of Object.entries(backends)) {
       });
 
       it('maxHold caps the hold: the lock is let go and the work is told', async () => {
-        const w = worker('maxhold:', { defaults: { maxHold: 0.5 } }, { ttl: 0.3 });
+        const w = worker('maxhold:', { maxHold: 0.5 }, { ttl: 0.3 });
         const reason = await w.engine.run('k', async () => {
           const signal = currentFlight()!.signal;
           await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
@@ -443,7 +445,10 @@ describe('5. failing fast: onRedisError and the circuit breaker', () => {
       },
       namespace: 'dead:',
     });
-    const engine = new SingleFlightEngine({ lock: dead, logger: silent, circuitBreaker: false });
+    const engine = new SingleFlightEngine({
+      lock: dead,
+      options: { logger: silent, circuitBreaker: false },
+    });
     let ran = false;
     const error: unknown = await engine
       .run('k', () => (ran = true), { onRedisError: 'throw' })
@@ -460,7 +465,7 @@ describe('5. failing fast: onRedisError and the circuit breaker', () => {
     const own = await startRedis();
     try {
       const lock = new RedisLockService({ redis: () => own.client(), namespace: 'badkey:' });
-      const engine = new SingleFlightEngine({ lock, logger });
+      const engine = new SingleFlightEngine({ lock, options: { logger } });
       await expect(engine.run(undefined as never, () => 'ran')).resolves.toBe('ran');
       expect(logger.at('error')).toEqual([
         ENGLISH_MESSAGES.lock_fail_open
@@ -490,8 +495,10 @@ describe('5. failing fast: onRedisError and the circuit breaker', () => {
       const states: string[] = [];
       const engine = new SingleFlightEngine({
         lock,
-        logger: silent,
-        circuitBreaker: { failureThreshold: 3, openSeconds: 1, probes: 1 },
+        options: {
+          logger: silent,
+          circuitBreaker: { failureThreshold: 3, openSeconds: 1, probes: 1 },
+        },
       });
       engine.on('breaker', (state) => states.push(state));
       await expect(engine.run('k0', () => 'locked')).resolves.toBe('locked');

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
 import { SingleFlightEngine } from '../../lib/single-flight/single-flight.engine.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -18,8 +18,7 @@ describe('the engine’s WaitStrategy seam takes the pub/sub strategy', () => {
       return new SingleFlightEngine({
         lock,
         waitStrategy: new PubSubWaitStrategy({ client: () => lock.getClient() }),
-        defaults: { lockTimeout: 50, ttl },
-        logger: { log() {}, warn() {}, error() {} },
+        options: { lockTimeout: 50, ttl, logger: { log() {}, warn() {}, error() {} } },
       });
     });
     let running = 0;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { releaseChannel } from '../../lib/redis/keys.js';
-import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
 import { ReleaseSubscriber } from '../../lib/single-flight/release-subscriber.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';

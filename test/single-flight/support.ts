@@ -1,19 +1,22 @@
 import type { LoggerService } from '@nestjs/common';
 import { RedisLockService, type RedisScriptClient } from '../../lib/index.js';
+import { ACQUIRE_KEY } from '../../lib/lock/redis-lock.service.js';
 
 /** A logger that drops everything. */
 export const silent: LoggerService = { log() {}, warn() {}, error() {} };
 
-/** `lock` with its `acquire` calls counted once answered (the real service underneath). */
+/** `lock` with its acquires counted once answered (the real service underneath). */
 export function countingLock<L extends RedisLockService>(
   lock: L,
 ): { lock: L; acquires: () => number } {
   let acquires = 0;
   const proxy = new Proxy(lock, {
     get(target, property) {
-      if (property === 'acquire') {
+      // The engine acquires by the Redis key it derived already (ACQUIRE_KEY).
+      if (property === 'acquire' || property === ACQUIRE_KEY) {
+        const acquire = Reflect.get(target, property, target) as RedisLockService['acquire'];
         return async (...args: Parameters<RedisLockService['acquire']>) => {
-          const result = await target.acquire(...args);
+          const result = await acquire.apply(target, args);
           acquires++;
           return result;
         };

@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisLockService } from '../../lib/redis-lock.service.js';
+import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { LockWatchdog, type LockLostEvent } from '../../lib/single-flight/watchdog.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 

@@ -1,108 +1,27 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
-import { hash, randomFillSync } from 'node:crypto';
-import { BUFFER_LOCK_OPTIONS } from './buffer-lock.constants.js';
-import { LockError } from './errors/lock.error.js';
-import { BufferLockMessages } from './messages/buffer-lock-messages.js';
-import type { MessageId } from './messages/messages.catalog.js';
+import { hash } from 'node:crypto';
+import { BUFFER_LOCK_OPTIONS } from '../buffer-lock.constants.js';
+import { LockError } from '../errors/lock.error.js';
+import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import type { MessageId } from '../messages/messages.catalog.js';
 import {
+  isScriptClient,
   resolveLockOptions,
   type RedisClientFactory,
   type RedisLockOptions,
   type RedisScriptClient,
   type ResolvedLockOptions,
   safeCatalog,
-} from './options/redis-lock.options.js';
-import { parseSeconds, toMilliseconds } from './options/seconds.js';
-import { acquireLock } from './redis/acquire-lock.js';
-import { batchingClient } from './redis/batching-client.js';
-import { extendLock } from './redis/extend-lock.js';
-import { acquireFencedLock } from './redis/fencing.js';
-import { releaseLock } from './redis/release-lock.js';
-
-/**
- * Proof of holding a lock: the Redis key and the random token written into it. Give it back to
- * `release` or `extend`.
- *
- * @example
- * ```ts
- * const [guard] = await lock.acquire('report');
- * if (guard) console.log(guard.key, guard.token);
- * ```
- */
-export interface LockGuard {
-  readonly key: string;
-  readonly token: string;
-  /** With `fencing: true` only: this holder's fencing number, larger than every earlier one. */
-  readonly fence?: number;
-}
-
-/**
- * What `acquire` resolves to: `[guard, undefined]` when the lock was taken, `[undefined,
- * undefined]` when another holder has it, `[undefined, error]` when Redis could not be asked.
- *
- * @example
- * ```ts
- * const [guard, error]: AcquireResult = await lock.acquire('report');
- * ```
- */
-export type AcquireResult =
-  | readonly [guard: LockGuard, error: undefined]
-  | readonly [guard: undefined, error: undefined]
-  | readonly [guard: undefined, error: LockError];
-
-/**
- * What `release` resolves to: `[true, undefined]` (also when the lock had already expired), or
- * `[false, error]`.
- *
- * @example
- * ```ts
- * const [ok, error]: ReleaseResult = await lock.release(guard);
- * ```
- */
-export type ReleaseResult =
-  readonly [ok: true, error: undefined] | readonly [ok: false, error: LockError];
-
-/**
- * What `extend` resolves to: `[true, undefined]` when the expiry moved, `[false, undefined]` when
- * the lock is no longer ours, `[false, error]` when Redis could not be asked.
- *
- * @example
- * ```ts
- * const [extended, error]: ExtendResult = await lock.extend(guard, 30);
- * ```
- */
-export type ExtendResult =
-  | readonly [extended: true, error: undefined]
-  | readonly [extended: false, error: undefined]
-  | readonly [extended: false, error: LockError];
-
-const TOKEN_BYTES = 24; // a multiple of 3: base64url without padding, 4 characters per 3 bytes
-const TOKEN_CHARS = (TOKEN_BYTES / 3) * 4;
-const TOKENS_PER_FILL = 256;
-
-// One CSPRNG call fills the bytes of 256 tokens (a call per token was about a third of the CPU of
-// an acquire+release: test/bench, node --cpu-prof), and one encoding turns them all into text
-// (an encoding per token cost about 600 instructions: callgrind). Every TOKEN_CHARS-long slice of
-// the text is exactly the encoding of its own TOKEN_BYTES bytes. crypto.randomUUID() pools alike.
-const tokenBytes = Buffer.allocUnsafe(TOKEN_BYTES * TOKENS_PER_FILL);
-let tokenText = '';
-let tokenOffset = 0;
-
-/** A fresh 32-character token from the CSPRNG. */
-const createToken = (): string => {
-  if (tokenOffset === tokenText.length) {
-    randomFillSync(tokenBytes);
-    tokenText = tokenBytes.toString('base64url');
-    tokenOffset = 0;
-  }
-  tokenOffset += TOKEN_CHARS;
-  return tokenText.slice(tokenOffset - TOKEN_CHARS, tokenOffset);
-};
-
-const isClient = (value: unknown): value is RedisScriptClient =>
-  typeof value === 'object' &&
-  value !== null &&
-  typeof (value as Partial<RedisScriptClient>).eval === 'function';
+} from '../options/redis-lock.options.js';
+import { parseSeconds, toMilliseconds } from '../options/seconds.js';
+import { isResolved } from '../options/validate-options.js';
+import { acquireLock } from '../redis/acquire-lock.js';
+import { batchingClient } from '../redis/batching-client.js';
+import { extendLock } from '../redis/extend-lock.js';
+import { acquireFencedLock } from '../redis/fencing.js';
+import { releaseLock } from '../redis/release-lock.js';
+import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
+import { createToken } from './tokens.js';
 
 const isGuard = (value: unknown): value is LockGuard =>
   typeof value === 'object' &&
@@ -112,6 +31,12 @@ const isGuard = (value: unknown): value is LockGuard =>
 
 const describe = (error: unknown): string =>
   error instanceof Error ? error.message : String(error);
+
+/**
+ * The method that acquires by a Redis key already derived: the library's own callers use it; it
+ * is not part of the public API.
+ */
+export const ACQUIRE_KEY: unique symbol = Symbol('acquireKey');
 
 /** Thrown inside the service when the factory gives no client; never leaves it. */
 class NoClient extends Error {}
@@ -141,9 +66,6 @@ export class RedisLockService {
   private client: RedisScriptClient | undefined;
   /** The lock's own commands go through this: `client`, batched under load (batchingClient). */
   private commands: RedisScriptClient | undefined;
-  /** The last key() asked for: `@SingleFlight` asks redisKey(k) and then acquire(k). */
-  private lastCacheKey: string | undefined;
-  private lastRedisKey = '';
   private connecting: Promise<RedisScriptClient> | undefined;
 
   constructor(
@@ -152,7 +74,10 @@ export class RedisLockService {
   ) {
     // Invalid overrides are left out here, so that they are reported rather than rendered.
     this.messages = messages ?? new BufferLockMessages({ messages: safeCatalog(options) });
-    this.options = resolveLockOptions(options, this.messages);
+    // The module hands over options it resolved already: they are not validated twice.
+    this.options = isResolved(options)
+      ? (options as ResolvedLockOptions)
+      : resolveLockOptions(options, this.messages);
     if (typeof this.options.redis !== 'function') this.use(this.options.redis);
   }
 
@@ -179,20 +104,36 @@ export class RedisLockService {
   /**
    * Tries, without waiting, to become the only holder of `cacheKey`. Not re-entrant: a second
    * acquire of a key this process holds answers busy. `ttl` (seconds) overrides the service's
-   * `ttl` for this lock; beyond the spec, so that `@SingleFlight` can set it per method. When the
+   * `ttl` for this lock, so that `@SingleFlight` can set it per method. When the
    * script fails (e.g. `commandTimeout` on a paused server), a release of this call's token is
    * sent right behind it, so that a server that runs the acquire late does not keep the key
    * locked until the TTL.
    */
-  async acquire(cacheKey: string, ttl: number = this.options.ttl): Promise<AcquireResult> {
+  acquire(cacheKey: string, ttl: number = this.options.ttl): Promise<AcquireResult> {
     if (cacheKey === undefined || cacheKey === null) {
-      return [undefined, this.error('lock_key_undefined')];
+      return Promise.resolve([undefined, this.error('lock_key_undefined')]);
     }
-    if (typeof cacheKey !== 'string') return [undefined, this.error('lock_key_invalid')];
+    if (typeof cacheKey !== 'string') {
+      return Promise.resolve([undefined, this.error('lock_key_invalid')]);
+    }
+    let redisKey: string;
+    try {
+      redisKey = this.key(cacheKey);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this[ACQUIRE_KEY](redisKey, ttl);
+  }
+
+  /**
+   * `acquire` by the Redis key that `redisKey()` made, so that a caller which derived it already
+   * does not derive it again. Internal to the library.
+   */
+  async [ACQUIRE_KEY](redisKey: string, ttl: number = this.options.ttl): Promise<AcquireResult> {
     // The service's own ttl was checked when it was made: no string and regex work per call.
     const seconds = ttl === this.options.ttl ? ttl : parseSeconds(ttl);
     if (seconds === undefined) return [undefined, this.error('redis_ttl_invalid')];
-    const guard: LockGuard = { key: this.keyOf(cacheKey), token: createToken() };
+    const guard: LockGuard = { key: redisKey, token: createToken() };
     let client: RedisScriptClient;
     let answer: unknown;
     try {
@@ -238,7 +179,7 @@ export class RedisLockService {
 
   /**
    * Moves the lock's expiry to `ttl` seconds from now (default: the service's `ttl`), if the lock
-   * still holds this guard's token. Beyond the spec; the watchdog of long builds uses it.
+   * still holds this guard's token. The watchdog of long builds uses it.
    */
   async extend(guard: LockGuard, ttl: number = this.options.ttl): Promise<ExtendResult> {
     if (!isGuard(guard)) return [false, this.error('redis_invalid_guard')];
@@ -260,12 +201,12 @@ export class RedisLockService {
    * lock needs (wake-up channel, shared result, fencing counter) are derived from it.
    */
   redisKey(cacheKey: string): string {
-    return this.keyOf(cacheKey);
+    return this.key(cacheKey);
   }
 
   /**
-   * The client the lock uses, made by the factory on first use (the same single instance). Beyond
-   * the spec: the wake-on-release subscriber duplicates it and reads lock PTTLs through it. Rejects
+   * The client the lock uses, made by the factory on first use (the same single instance). The
+   * wake-on-release subscriber duplicates it and reads lock PTTLs through it. Rejects
    * with a `LockError` (`redis_no_client`, or the factory's own error) when there is none.
    */
   async getClient(): Promise<RedisScriptClient> {
@@ -286,15 +227,6 @@ export class RedisLockService {
     return this.options.namespace + hash('md5', cacheKey, 'hex');
   }
 
-  /** key(), remembered for the last cache key asked: one MD5 per call instead of two. */
-  private keyOf(cacheKey: string): string {
-    if (cacheKey !== this.lastCacheKey) {
-      this.lastRedisKey = this.key(cacheKey);
-      this.lastCacheKey = cacheKey;
-    }
-    return this.lastRedisKey;
-  }
-
   private use(client: RedisScriptClient): void {
     this.client = client;
     this.commands = batchingClient(client);
@@ -312,7 +244,7 @@ export class RedisLockService {
     const factory = this.options.redis as RedisClientFactory;
     const attempt = (async () => {
       const client = await factory();
-      if (!isClient(client)) throw new NoClient();
+      if (!isScriptClient(client)) throw new NoClient();
       this.use(client);
       return client;
     })();

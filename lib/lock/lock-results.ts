@@ -1,0 +1,58 @@
+import type { LockError } from '../errors/lock.error.js';
+
+/**
+ * Proof of holding a lock: the Redis key and the random token written into it. Give it back to
+ * `release` or `extend`.
+ *
+ * @example
+ * ```ts
+ * const [guard] = await lock.acquire('report');
+ * if (guard) console.log(guard.key, guard.token);
+ * ```
+ */
+export interface LockGuard {
+  readonly key: string;
+  readonly token: string;
+  /** With `fencing: true` only: this holder's fencing number, larger than every earlier one. */
+  readonly fence?: number;
+}
+
+/**
+ * What `acquire` resolves to: `[guard, undefined]` when the lock was taken, `[undefined,
+ * undefined]` when another holder has it, `[undefined, error]` when Redis could not be asked.
+ *
+ * @example
+ * ```ts
+ * const [guard, error]: AcquireResult = await lock.acquire('report');
+ * ```
+ */
+export type AcquireResult =
+  | readonly [guard: LockGuard, error: undefined]
+  | readonly [guard: undefined, error: undefined]
+  | readonly [guard: undefined, error: LockError];
+
+/**
+ * What `release` resolves to: `[true, undefined]` (also when the lock had already expired), or
+ * `[false, error]`.
+ *
+ * @example
+ * ```ts
+ * const [ok, error]: ReleaseResult = await lock.release(guard);
+ * ```
+ */
+export type ReleaseResult =
+  readonly [ok: true, error: undefined] | readonly [ok: false, error: LockError];
+
+/**
+ * What `extend` resolves to: `[true, undefined]` when the expiry moved, `[false, undefined]` when
+ * the lock is no longer ours, `[false, error]` when Redis could not be asked.
+ *
+ * @example
+ * ```ts
+ * const [extended, error]: ExtendResult = await lock.extend(guard, 30);
+ * ```
+ */
+export type ExtendResult =
+  | readonly [extended: true, error: undefined]
+  | readonly [extended: false, error: undefined]
+  | readonly [extended: false, error: LockError];

@@ -1,0 +1,194 @@
+import { LockBusyError } from '../errors/lock-busy.error.js';
+import { LockError } from '../errors/lock.error.js';
+import { RedisUnavailableError } from '../errors/redis-unavailable.error.js';
+import { ACQUIRE_KEY, type RedisLockService } from '../lock/redis-lock.service.js';
+import type { AcquireResult, LockGuard } from '../lock/lock-results.js';
+import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import type { SingleFlightSettings } from '../options/buffer-lock.options.js';
+import type { CircuitBreakerSettings } from '../options/circuit-breaker.options.js';
+import type { SharedResultStore } from '../redis/shared-result.js';
+import { CircuitBreaker, type CircuitState } from './circuit-breaker.js';
+import type { ThrottledLog } from './throttled-log.js';
+import type { WaitStrategy } from './wait-strategy.js';
+
+/**
+ * What single flight needs from a lock: `RedisLockService` has it, and so does a subclass that
+ * adds a Cluster hash tag in `key()`.
+ */
+export type SingleFlightLock = Pick<
+  RedisLockService,
+  'acquire' | 'release' | 'extend' | 'redisKey' | 'ttl' | 'getClient' | typeof ACQUIRE_KEY
+>;
+
+/**
+ * How a call was let in: holding the lock, without it (Redis trouble, the breaker open, or
+ * `lockTimeout` passed), with the result another process's leader shared (`share: true`), or not
+ * at all (`'skip'`).
+ */
+export type Admission =
+  | { readonly kind: 'locked'; readonly guard: LockGuard }
+  | { readonly kind: 'unlocked'; readonly reason: 'redis-error' | 'breaker-open' | 'timeout' }
+  | { readonly kind: 'shared'; readonly value: unknown }
+  | { readonly kind: 'skipped' };
+
+/** What {@link LockAdmission} works with. */
+export interface AdmissionParts {
+  readonly lock: SingleFlightLock;
+  readonly waitStrategy: WaitStrategy;
+  readonly results: SharedResultStore;
+  readonly messages: BufferLockMessages;
+  readonly log: ThrottledLog;
+  readonly circuitBreaker: CircuitBreakerSettings;
+  readonly now?: () => number;
+  /** Told of every breaker state change, after it was logged. */
+  readonly onBreakerChange: (state: CircuitState, previous: CircuitState) => void;
+}
+
+/** Errors of `acquire` that mean Redis could not be asked (they count for the breaker). */
+const REDIS_FAILURES: ReadonlySet<string> = new Set([
+  'redis_lock_failed',
+  'redis_no_client',
+  'redis_no_result',
+]);
+
+/**
+ * Admission to a flight across processes, and the policy for Redis trouble. A call takes the
+ * lock, or (busy) waits for its release, skips or throws, as `onBusy` says; a woken waiter reads
+ * the shared result first when `share` is on. When Redis cannot be asked the call runs without
+ * the lock (logged, rate limited) or fails with a {@link RedisUnavailableError}; after repeated
+ * failures the circuit breaker skips Redis for a while.
+ */
+export class LockAdmission {
+  /** The circuit breaker in front of Redis, if any. */
+  readonly breaker: CircuitBreaker | undefined;
+
+  constructor(private readonly parts: AdmissionParts) {
+    const settings = parts.circuitBreaker;
+    this.breaker =
+      settings === false
+        ? undefined
+        : new CircuitBreaker({
+            ...settings,
+            now: parts.now,
+            onStateChange: (state, previous) => this.breakerMoved(state, previous, settings),
+          });
+  }
+
+  /**
+   * Decides how a call may proceed. Rejects only with {@link LockBusyError} (`'throw'`), with a
+   * {@link RedisUnavailableError} (`onRedisError: 'throw'`), or with the caller's own bad input.
+   */
+  async admit(
+    cacheKey: string,
+    redisKey: string | undefined,
+    settings: SingleFlightSettings,
+  ): Promise<Admission> {
+    const { lock, waitStrategy, results, log, messages } = this.parts;
+    const deadline = Date.now() + settings.lockTimeout * 1000;
+    for (let first = true; ; first = false) {
+      if (!first) {
+        // Only after a busy answer, so the key is known to be valid.
+        await waitStrategy.waitForRelease(redisKey!, deadline);
+        if (settings.share) {
+          const found = await results.read(redisKey!, cacheKey);
+          if (found.status === 'hit') return { kind: 'shared', value: found.value };
+          if (found.status === 'error') log.warn(found.error.code, found.error.message);
+        }
+      }
+      const [guard, error] =
+        this.breaker?.allow() === false
+          ? this.breakerSkip(cacheKey)
+          : this.recordOutcome(
+              await (redisKey === undefined
+                ? lock.acquire(cacheKey, settings.ttl)
+                : lock[ACQUIRE_KEY](redisKey, settings.ttl)),
+            );
+      if (guard) return { kind: 'locked', guard };
+      if (error) return this.withoutRedis(cacheKey, settings, error);
+      if (settings.onBusy === 'skip') return { kind: 'skipped' };
+      if (settings.onBusy === 'throw') throw this.busy(cacheKey);
+      if (Date.now() >= deadline) {
+        const line = messages.render('lock_wait_timeout', {
+          SECONDS: settings.lockTimeout,
+          KEY: cacheKey,
+        });
+        log.warn('lock_wait_timeout', line);
+        return { kind: 'unlocked', reason: 'timeout' };
+      }
+    }
+  }
+
+  /** Releases a held lock. A failed release is logged, never thrown: the TTL expires the lock. */
+  release(admission: Admission): Promise<void> {
+    if (admission.kind !== 'locked') return Promise.resolve();
+    return this.parts.lock.release(admission.guard).then(([, error]) => {
+      if (error) this.reportFailure(error);
+    });
+  }
+
+  /** A release or shared-result write that Redis did not answer: logged, counted. */
+  reportFailure(error: LockError): void {
+    this.parts.log.warn(error.code, error.message);
+    if (REDIS_FAILURES.has(error.code) || error.cause !== undefined) this.breaker?.failure();
+  }
+
+  /** The error of a `'throw'` caller that found the key busy. */
+  busy(cacheKey: string): LockBusyError {
+    return new LockBusyError(this.parts.messages.render('lock_busy'), cacheKey);
+  }
+
+  /** What `acquire` gives while the breaker is open: Redis is not asked. */
+  private breakerSkip(cacheKey: string): AcquireResult {
+    const text = this.parts.messages.render('lock_breaker_skip', { KEY: cacheKey });
+    return [undefined, new LockError('lock_breaker_skip', text)];
+  }
+
+  /** Tells the breaker how an acquire went: answered, or Redis could not be asked. */
+  private recordOutcome(result: AcquireResult): AcquireResult {
+    const [, error] = result;
+    if (!error) this.breaker?.success();
+    else if (REDIS_FAILURES.has(error.code)) this.breaker?.failure();
+    return result;
+  }
+
+  /** Redis could not be asked: run without the lock (logged), or throw, as `onRedisError` says. */
+  private withoutRedis(
+    cacheKey: string,
+    settings: SingleFlightSettings,
+    error: LockError,
+  ): Admission {
+    const { log, messages } = this.parts;
+    const skipped = error.code === 'lock_breaker_skip';
+    if (settings.onRedisError === 'throw') {
+      // Bad input (a key that is no string, an invalid ttl) is the caller's error, not Redis's.
+      if (!skipped && !REDIS_FAILURES.has(error.code)) throw error;
+      if (!skipped) log.error(error.code, error.message);
+      throw new RedisUnavailableError(messages.render('redis_unavailable'), error, cacheKey);
+    }
+    if (skipped) {
+      log.warn('lock_breaker_skip', error.message);
+      return { kind: 'unlocked', reason: 'breaker-open' };
+    }
+    const line = messages.render('lock_fail_open', { ERROR: error.message, KEY: cacheKey });
+    log.error('lock_fail_open', line);
+    return { kind: 'unlocked', reason: 'redis-error' };
+  }
+
+  private breakerMoved(
+    state: CircuitState,
+    previous: CircuitState,
+    settings: Exclude<CircuitBreakerSettings, false>,
+  ): void {
+    const { log, messages } = this.parts;
+    if (state === 'open') {
+      const line = messages.render('lock_breaker_open', {
+        FAILURES: this.breaker?.consecutiveFailures ?? 0,
+        SECONDS: settings.openSeconds,
+      });
+      log.error('lock_breaker_open', line);
+    } else if (state === 'closed') {
+      log.log('lock_breaker_closed', messages.render('lock_breaker_closed'));
+    }
+    this.parts.onBreakerChange(state, previous);
+  }
+}

@@ -1,0 +1,206 @@
+import { finalize, isObservable, Observable, type Subscription } from 'rxjs';
+import type { LockGuard } from '../lock/lock-results.js';
+import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import type { SingleFlightSettings } from '../options/buffer-lock.options.js';
+import type { SharedResultStore } from '../redis/shared-result.js';
+import type { Admission, LockAdmission, SingleFlightLock } from './admission.js';
+import { runInFlight, type FlightContext } from './flight-context.js';
+import type { ThrottledLog } from './throttled-log.js';
+import { LockWatchdog, type LockLostEvent } from './watchdog.js';
+
+/**
+ * The engine's `'lockLost'` event: which lock, why, and the cache key of the call.
+ *
+ * @example
+ * ```ts
+ * engine.on('lockLost', (event: FlightLockLostEvent) => metrics.increment(event.reason));
+ * ```
+ */
+export interface FlightLockLostEvent extends LockLostEvent {
+  readonly cacheKey: string;
+}
+
+/** What {@link LockedRun} works with. */
+export interface LockedRunParts {
+  readonly lock: SingleFlightLock;
+  readonly admission: LockAdmission;
+  readonly results: SharedResultStore;
+  readonly messages: BufferLockMessages;
+  readonly log: ThrottledLog;
+  /** Told when a running call's lock was lost, after it was logged. */
+  readonly onLockLost: (event: FlightLockLostEvent) => void;
+}
+
+/** The signal of work that runs without the lock: nothing can be lost, so it never aborts. */
+const NEVER_ABORTED: AbortSignal = new AbortController().signal;
+
+const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
+  (typeof value === 'object' || typeof value === 'function') &&
+  value !== null &&
+  typeof (value as { then?: unknown }).then === 'function';
+
+/**
+ * One admitted call's run: the work runs holding the lock under a watchdog (extended every
+ * ttl/3, up to `maxHold`; a lost lock is logged, emitted, and aborts the work's signal), then the
+ * result is shared (`share: true`) and the lock released in one script, or simply released.
+ */
+export class LockedRun {
+  constructor(private readonly parts: LockedRunParts) {}
+
+  /** Admits the call, then runs `work` as its admission allows (or returns the shared result). */
+  async promise<T>(
+    cacheKey: string,
+    redisKey: string | undefined,
+    work: () => T,
+    settings: SingleFlightSettings,
+  ): Promise<Awaited<T> | undefined> {
+    const admission = await this.parts.admission.admit(cacheKey, redisKey, settings);
+    switch (admission.kind) {
+      case 'skipped':
+        return undefined;
+      case 'shared':
+        return admission.value as Awaited<T>;
+      case 'unlocked':
+        return await runInFlight(this.contextOf(cacheKey, admission, settings).context, work);
+      case 'locked':
+        return await this.locked(cacheKey, admission, work, settings);
+    }
+  }
+
+  /**
+   * One subscription is one call: admitted on subscription, it subscribes to `work()` holding the
+   * lock (under the watchdog) and releases when that completes, errors or is unsubscribed.
+   */
+  observable<T>(
+    cacheKey: string,
+    redisKey: string | undefined,
+    work: () => Observable<T>,
+    settings: SingleFlightSettings,
+  ): Observable<T | undefined> {
+    const { admission: control } = this.parts;
+    return new Observable<T | undefined>((subscriber) => {
+      let inner: Subscription | undefined;
+      const run = async (): Promise<void> => {
+        const admission = await control.admit(cacheKey, redisKey, settings);
+        if (subscriber.closed) return void control.release(admission);
+        if (admission.kind === 'skipped' || admission.kind === 'shared') {
+          subscriber.next(undefined);
+          return subscriber.complete();
+        }
+        const { context, done } = this.contextOf(cacheKey, admission, settings);
+        const end = (): void => {
+          done();
+          void control.release(admission);
+        };
+        let source: Observable<T>;
+        try {
+          source = runInFlight(context, work);
+        } catch (error) {
+          end();
+          return subscriber.error(error);
+        }
+        inner = source.pipe(finalize(end)).subscribe(subscriber);
+      };
+      run().catch((error: unknown) => subscriber.error(error));
+      return () => inner?.unsubscribe();
+    });
+  }
+
+  /** Runs `work` holding the lock; shares and releases when it settles. */
+  private async locked<T>(
+    cacheKey: string,
+    admission: Admission & { kind: 'locked' },
+    work: () => T,
+    settings: SingleFlightSettings,
+  ): Promise<Awaited<T>> {
+    const { admission: control, results } = this.parts;
+    const { guard } = admission;
+    const { context, done } = this.contextOf(cacheKey, admission, settings);
+    let value: Awaited<T>;
+    try {
+      const returned = runInFlight(context, work);
+      // A plain value is not awaited: one microtask turn and promise less per call.
+      value = isPromiseLike(returned) ? await returned : (returned as Awaited<T>);
+    } catch (error) {
+      done();
+      await this.releaseWithoutResult(guard, settings);
+      throw error;
+    }
+    if (isObservable(value) && !settings.share) {
+      return value.pipe(
+        finalize(() => {
+          done();
+          void control.release(admission);
+        }),
+      ) as Awaited<T>;
+    }
+    if (!settings.share) {
+      done();
+      await control.release(admission);
+      return value;
+    }
+    let payload: string;
+    try {
+      payload = results.serialize(value, cacheKey);
+    } catch (error) {
+      done();
+      await this.releaseWithoutResult(guard, settings);
+      throw error;
+    }
+    done();
+    const [, error] = await results.storeAndRelease(guard, payload, settings.lockTimeout);
+    if (error) control.reportFailure(error);
+    return value;
+  }
+
+  /** Releases with nothing to share; with `share` on, an older result is removed too. */
+  private async releaseWithoutResult(
+    guard: LockGuard,
+    settings: SingleFlightSettings,
+  ): Promise<void> {
+    const { admission: control, results } = this.parts;
+    if (!settings.share) return control.release({ kind: 'locked', guard });
+    const [, error] = await results.storeAndRelease(guard, undefined);
+    if (error) control.reportFailure(error);
+  }
+
+  /** The work's {@link FlightContext}; a held lock gets a watchdog, stopped by `done()`. */
+  private contextOf(
+    cacheKey: string,
+    admission: Admission,
+    settings: SingleFlightSettings,
+  ): { context: FlightContext; done: () => void } {
+    if (admission.kind !== 'locked') {
+      return {
+        context: { cacheKey, locked: false, signal: NEVER_ABORTED, fence: undefined },
+        done: () => {},
+      };
+    }
+    const watchdog = new LockWatchdog({
+      lock: this.parts.lock,
+      guard: admission.guard,
+      ttl: settings.ttl,
+      maxHold: settings.maxHold,
+      onLockLost: (event) => this.lockLost({ ...event, cacheKey }),
+    }).start();
+    return {
+      context: {
+        cacheKey,
+        locked: true,
+        // Read when the work asks for it (SingleFlight.signal()), not made for every call.
+        get signal() {
+          return watchdog.signal;
+        },
+        fence: admission.guard.fence,
+      },
+      done: () => watchdog.stop(),
+    };
+  }
+
+  private lockLost(event: FlightLockLostEvent): void {
+    const { messages, log } = this.parts;
+    const line = messages.render('lock_lost', { KEY: event.cacheKey, REASON: event.reason });
+    log.warn('lock_lost', line);
+    this.parts.onLockLost(event);
+  }
+}
