@@ -109,7 +109,10 @@ export interface SingleFlightEngineOptions {
   readonly lock: SingleFlightLock;
   /** Per-call defaults; missing fields come from the lock's `ttl` and `BUFFER_LOCK_DEFAULTS`. */
   readonly defaults?: Partial<SingleFlightSettings>;
-  /** How a busy `'wait'` caller learns that the holder may be done. Default: pub/sub wake-up. */
+  /**
+   * How a busy `'wait'` caller learns that the holder may be done. Default: pub/sub wake-up. The
+   * subscription failures of a `PubSubWaitStrategy` are logged (`subscriber_failed`).
+   */
   readonly waitStrategy?: WaitStrategy;
   /** How shared results are written (`share: true`). Default JSON. */
   readonly serializer?: ResultSerializer;
@@ -209,6 +212,10 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     this.defaults = over(builtIn, options.defaults);
     const client = () => this.lock.getClient();
     this.waitStrategy = options.waitStrategy ?? new PubSubWaitStrategy({ client });
+    // The subscription fails in the background, where no caller sees it: the log is where it shows.
+    if (this.waitStrategy instanceof PubSubWaitStrategy) {
+      this.waitStrategy.addErrorListener((error) => this.subscriberFailed(error));
+    }
     this.messages = options.messages ?? new BufferLockMessages();
     this.log = new ThrottledLog(
       options.logger ?? new Logger('BufferLock'),
@@ -577,6 +584,12 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     this.log.warn('lock_lost', line);
     this.emit('lockLost', event);
     this.options.onLockLost?.(event);
+  }
+
+  /** The wake-up subscription failed: waiters poll meanwhile; logged, rate limited. */
+  private subscriberFailed(error: Error): void {
+    const line = this.messages.render('subscriber_failed', { ERROR: error.message });
+    this.log.warn('subscriber_failed', line);
   }
 
   private breakerMoved(state: CircuitState, previous: CircuitState): void {
