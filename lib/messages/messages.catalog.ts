@@ -74,6 +74,8 @@ export const ENGLISH_MESSAGES = {
     'Redis circuit breaker open after FAILURES consecutive failures; skipping Redis for SECONDS s',
   lock_breaker_closed: 'Redis answers again; circuit breaker closed',
   lock_breaker_skip: 'Redis circuit breaker is open; running KEY without a cross-worker lock',
+  subscriber_failed:
+    'Redis wake-up subscription failed: ERROR; waiting callers poll until it works again',
   log_suppressed: 'LINE (COUNT more like this in the last SECONDS s)',
 } as const;
 

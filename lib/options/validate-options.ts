@@ -155,7 +155,7 @@ export function validateOptions<T extends object>(
   });
   // In declaration order, the lock's options first: fields without a default (redis) lead.
   const order = Object.keys(new Dto());
-  const violations = violationsOf(errors, messages).sort(
+  const violations = violationsOf(errors, messages).toSorted(
     (a, b) => order.indexOf(a.property) - order.indexOf(b.property),
   );
   if (violations.length > 0) throw new BufferLockConfigError(violations);

@@ -7,6 +7,7 @@ import {
   type Listening,
   type ReleaseSubscriber,
 } from './release-subscriber.js';
+import { POLL_INTERVAL_MS } from './polling-wait.strategy.js';
 import type { WaitStrategy } from './wait-strategy.js';
 
 /**
@@ -29,22 +30,35 @@ export interface PubSubWaitOptions {
   fallbackPollMs?: number;
   /** Added to the PTTL backstop, so the waiter wakes just after Redis expired the key. Default 5 ms. */
   expiryMarginMs?: number;
+  /**
+   * How often a waiter tries again while the subscriber is unusable (jittered by a fifth either
+   * way). Default `POLL_INTERVAL_MS`.
+   */
+  pollMs?: number;
+  /**
+   * Told once about each failure of the subscriber that a waiter of this strategy heard of (a
+   * refused SSUBSCRIBE, a lost connection). The engine logs it, rate limited.
+   */
+  onError?: (error: Error) => void;
 }
 
-const DEFAULTS = { fallbackPollMs: 1000, expiryMarginMs: 5 } as const;
+const DEFAULTS = { fallbackPollMs: 1000, expiryMarginMs: 5, pollMs: POLL_INTERVAL_MS } as const;
 
 /**
  * Waits for a busy lock by listening for its release (SSUBSCRIBE on the lock's release channel,
  * one shared connection per process) instead of polling. Order of a wait:
  *
  * 1. listen on the release channel and wait until Redis confirms the subscription (a client that
- *    cannot be had or cannot subscribe skips to the backstop);
+ *    cannot be had skips to the fallback poll);
  * 2. read the lock's PTTL: gone already (released between the failed acquire and the subscribe)
  *    resolves at once; otherwise a backstop timer is set to fire when the lock expires;
  * 3. resolve on the first of: the release message, the backstop, the deadline, the abort signal.
  *
- * A lost message or a holder that crashed therefore never keeps a waiter past the lock's TTL;
- * polling remains only as that backstop. Never rejects.
+ * A lost message or a holder that crashed therefore never keeps a waiter past the lock's TTL.
+ * While the subscriber is unusable (its SSUBSCRIBE was refused, its connection is down) no
+ * message can come: the waiter resolves after a short jittered poll (`pollMs`) instead, so the
+ * engine tries again soon rather than at the lock's expiry. Each such failure is told to
+ * `onError` once. Never rejects.
  *
  * @example
  * ```ts
@@ -55,10 +69,25 @@ const DEFAULTS = { fallbackPollMs: 1000, expiryMarginMs: 5 } as const;
 export class PubSubWaitStrategy implements WaitStrategy {
   private readonly fallbackPollMs: number;
   private readonly expiryMarginMs: number;
+  private readonly pollMs: number;
+  private readonly errorListeners = new Set<(error: Error) => void>();
+  /** Failures told already: every waiter listening at the time hears of the same one. */
+  private readonly told = new WeakSet<Error>();
 
   constructor(private readonly options: PubSubWaitOptions) {
     this.fallbackPollMs = options.fallbackPollMs ?? DEFAULTS.fallbackPollMs;
     this.expiryMarginMs = options.expiryMarginMs ?? DEFAULTS.expiryMarginMs;
+    this.pollMs = options.pollMs ?? DEFAULTS.pollMs;
+    if (options.onError) this.errorListeners.add(options.onError);
+  }
+
+  /**
+   * Adds a listener told of subscriber failures like `options.onError` (for an owner made after
+   * the strategy, such as the engine); the returned function removes it.
+   */
+  addErrorListener(listener: (error: Error) => void): () => void {
+    this.errorListeners.add(listener);
+    return () => void this.errorListeners.delete(listener);
   }
 
   async waitForRelease(redisKey: string, deadline: number, signal?: AbortSignal): Promise<void> {
@@ -83,9 +112,19 @@ export class PubSubWaitStrategy implements WaitStrategy {
       const client = await Promise.race([this.resolveClient(), woken.then(() => undefined)]);
       if (woke) return;
       if (client) {
-        listening = this.subscriberFor(client).listen(releaseChannel(redisKey), wake);
-        await Promise.race([listening.ready, woken]);
+        const subscriber = this.subscriberFor(client);
+        const usable = subscriber.usable;
+        const onError = (error: Error): void => this.tell(error);
+        listening = subscriber.listen(releaseChannel(redisKey), wake, onError);
+        // No release message can come, or (a retry on a connection that is down) not soon: try
+        // again after a short poll instead of at the lock's expiry.
+        if (!usable) at(this.poll());
+        const subscribed = await Promise.race([listening.ready, woken.then(() => false)]);
         if (woke) return;
+        if (!subscribed) {
+          if (usable) at(this.poll());
+          return await woken;
+        }
       }
       const remaining = client
         ? await Promise.race([this.pttl(client, redisKey), woken.then(() => undefined)])
@@ -101,6 +140,23 @@ export class PubSubWaitStrategy implements WaitStrategy {
       for (const timer of timers) clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
       listening?.close();
+    }
+  }
+
+  /** The poll interval, jittered by a fifth either way so that waiters do not poll in lockstep. */
+  private poll(): number {
+    return this.pollMs * (0.8 + Math.random() * 0.4);
+  }
+
+  private tell(error: Error): void {
+    if (this.told.has(error)) return;
+    this.told.add(error);
+    for (const listener of this.errorListeners) {
+      try {
+        listener(error);
+      } catch {
+        // A listener's error is the listener's: the waiter goes on.
+      }
     }
   }
 

@@ -12,6 +12,7 @@ export interface SubscriberConnection {
   sunsubscribe(...channels: string[]): Promise<unknown>;
   on(event: 'smessage', listener: (channel: string, message: string) => void): unknown;
   on(event: 'error', listener: (error: Error) => void): unknown;
+  on(event: 'close', listener: () => void): unknown;
   disconnect(): void;
 }
 
@@ -31,12 +32,13 @@ export interface DuplicableClient {
 
 /**
  * What {@link ReleaseSubscriber.listen} hands back: `ready` resolves `true` once Redis confirmed the
- * subscription and `false` when it could not subscribe (never rejects); `close()` stops listening.
+ * subscription and `false` when it could not subscribe, or when the subscriber is unusable and
+ * waits out its retry cool-down (never rejects); `close()` stops listening.
  *
  * @example
  * ```ts
  * const listening: Listening = subscriber.listen(channel, () => wake());
- * if (!(await listening.ready)) console.log('relying on the backstop');
+ * if (!(await listening.ready)) console.log('polling instead');
  * listening.close();
  * ```
  */
@@ -56,16 +58,37 @@ export interface Listening {
 export interface ReleaseSubscriberOptions {
   /** How long the connection stays open after the last listener left. Default `1000` ms. */
   idleMs?: number;
-  /** Told about connection and subscribe errors; waiters then rely on their backstop. */
+  /**
+   * How long after a failure no SSUBSCRIBE is sent: listeners get `ready === false` at once and
+   * poll. The first listener after it tries again. Default `1000` ms.
+   */
+  retryMs?: number;
+  /**
+   * Told once about each failure (a refused SSUBSCRIBE, a connection error), whoever listens.
+   * Listeners are told too, through the `onError` they passed to `listen`.
+   */
   onError?: (error: Error) => void;
 }
 
 /** Default of {@link ReleaseSubscriberOptions.idleMs}. */
 const DEFAULT_IDLE_MS = 1000;
 
+/** Default of {@link ReleaseSubscriberOptions.retryMs}. */
+const DEFAULT_RETRY_MS = 1000;
+
+const NOT_SUBSCRIBED: Promise<boolean> = Promise.resolve(false);
+
+interface Listener {
+  readonly onMessage: () => void;
+  readonly onError: ((error: Error) => void) | undefined;
+}
+
 interface Channel {
-  readonly listeners: Set<() => void>;
-  readonly subscribed: Promise<boolean>;
+  readonly listeners: Set<Listener>;
+  /** The answer to the last SSUBSCRIBE sent for the channel. */
+  subscribed: Promise<boolean>;
+  /** That answer once it came: `undefined` while it is pending. */
+  ok: boolean | undefined;
 }
 
 /**
@@ -74,6 +97,13 @@ interface Channel {
  * one has listened for `idleMs`. It SSUBSCRIBEs to a channel while at least one waiter listens to
  * it, and calls that channel's listeners on every message. A lost connection or message is never an
  * error for a waiter: each waiter keeps its own backstop timer.
+ *
+ * A refused SSUBSCRIBE (Redis 6 has none, an ACL user without `ssubscribe`) or a connection error
+ * or close makes the subscriber unusable ({@link usable}): every listener is called, as if its lock
+ * were released, so that its waiter tries again and polls instead of waiting for a message that may
+ * never come. The failure is reported once, to `options.onError` and to the listeners' `onError`.
+ * For `retryMs` after it, `listen` sends nothing and its `ready` is `false`; the first `listen` after
+ * that subscribes again, and a confirmed subscription makes the subscriber usable again.
  *
  * Use {@link releaseSubscriberFor} to get the one instance for a client.
  *
@@ -91,13 +121,27 @@ export class ReleaseSubscriber {
   private readonly channels = new Map<string, Channel>();
   private idleTimer: NodeJS.Timeout | undefined;
   private readonly idleMs: number;
+  private readonly retryMs: number;
   private connectionsMade = 0;
+  /** When the subscriber last became unusable; `undefined` while it is usable. */
+  private failedAt: number | undefined;
+  /** Failures reported so far: an attempt begun before the last one is part of that failure. */
+  private failures = 0;
 
   constructor(
     private readonly client: DuplicableClient,
     private readonly options: ReleaseSubscriberOptions = {},
   ) {
     this.idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
+    this.retryMs = options.retryMs ?? DEFAULT_RETRY_MS;
+  }
+
+  /**
+   * Whether a release would reach the listeners now: `false` from a refused SSUBSCRIBE or a
+   * connection error or close until the next confirmed subscription.
+   */
+  get usable(): boolean {
+    return this.failedAt === undefined;
   }
 
   /** Whether the pub/sub connection is open now. */
@@ -115,17 +159,25 @@ export class ReleaseSubscriber {
     return [...this.channels.keys()];
   }
 
-  /** Calls `onMessage` on every message on `channel` until `close()`. */
-  listen(channel: string, onMessage: () => void): Listening {
+  /**
+   * Calls `onMessage` on every message on `channel`, and when the subscriber becomes unusable (a
+   * release may be missed then), until `close()`. `onError` is told of each failure meanwhile.
+   */
+  listen(channel: string, onMessage: () => void, onError?: (error: Error) => void): Listening {
     clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
     let entry = this.channels.get(channel);
     if (!entry) {
-      entry = { listeners: new Set(), subscribed: this.subscribe(channel) };
+      entry = { listeners: new Set(), subscribed: NOT_SUBSCRIBED, ok: false };
       this.channels.set(channel, entry);
     }
-    const listener = (): void => onMessage();
+    // Added first, so that it hears of a failure of the SSUBSCRIBE sent for it.
+    const listener: Listener = { onMessage, onError };
     entry.listeners.add(listener);
+    if (entry.ok === false) {
+      // Within the cool-down a new SSUBSCRIBE would fail like the last one: poll instead.
+      entry.subscribed = this.mayTry() ? this.subscribe(channel, entry) : NOT_SUBSCRIBED;
+    }
     const ready = entry.subscribed;
     let closed = false;
     return {
@@ -143,21 +195,34 @@ export class ReleaseSubscriber {
     clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
     this.channels.clear();
-    this.connection?.disconnect();
+    const connection = this.connection;
+    // Forgotten first: its own close event is no failure.
     this.connection = undefined;
+    connection?.disconnect();
   }
 
-  private async subscribe(channel: string): Promise<boolean> {
+  private mayTry(): boolean {
+    return this.failedAt === undefined || Date.now() - this.failedAt >= this.retryMs;
+  }
+
+  private async subscribe(channel: string, entry: Channel): Promise<boolean> {
+    const attempt = this.failures;
+    entry.ok = undefined;
+    let ok: boolean;
     try {
       await this.connect().ssubscribe(channel);
-      return true;
+      ok = true;
     } catch (error) {
-      this.report(error);
-      return false;
+      ok = false;
+      // Concurrent SSUBSCRIBEs fail alike: only the first of them is reported.
+      this.fail(attempt === this.failures ? error : undefined);
     }
+    if (ok) this.failedAt = undefined;
+    entry.ok = ok;
+    return ok;
   }
 
-  private leave(channel: string, listener: () => void): void {
+  private leave(channel: string, listener: Listener): void {
     const entry = this.channels.get(channel);
     if (!entry?.listeners.delete(listener) || entry.listeners.size > 0) return;
     this.channels.delete(channel);
@@ -188,17 +253,42 @@ export class ReleaseSubscriber {
         ? this.client.duplicate(undefined, { shardedSubscribers: true, ...overrides })
         : this.client.duplicate(overrides)
     ) as SubscriberConnection;
-    connection.on('error', (error) => this.report(error));
+    // Events of a connection closed on purpose (idle, shutdown) are not failures.
+    connection.on('error', (error) => {
+      if (this.connection === connection) this.fail(this.usable ? error : undefined);
+    });
+    connection.on('close', () => {
+      if (this.connection === connection) this.fail(undefined);
+    });
     connection.on('smessage', (channel) => {
-      for (const listener of this.channels.get(channel)?.listeners ?? []) listener();
+      for (const listener of this.channels.get(channel)?.listeners ?? []) listener.onMessage();
     });
     this.connection = connection;
     this.connectionsMade++;
     return connection;
   }
 
-  private report(error: unknown): void {
-    this.options.onError?.(error instanceof Error ? error : new Error(String(error)));
+  /**
+   * Marks the subscriber unusable and wakes every listener, so that its waiter polls; `error`, if
+   * any, is reported to the owner and to the listeners.
+   */
+  private fail(error: unknown): void {
+    this.failedAt = Date.now();
+    const entries = [...this.channels.values()];
+    // A subscription confirmed before may be gone with the connection: the next listener renews it.
+    for (const entry of entries) if (entry.ok === true) entry.ok = false;
+    const listeners = entries.flatMap((entry) => [...entry.listeners]);
+    if (error !== undefined) {
+      this.failures++;
+      this.report(error, listeners);
+    }
+    for (const listener of listeners) listener.onMessage();
+  }
+
+  private report(error: unknown, listeners: readonly Listener[] = []): void {
+    const reported = error instanceof Error ? error : new Error(String(error));
+    this.options.onError?.(reported);
+    for (const listener of listeners) listener.onError?.(reported);
   }
 }
 

@@ -51,7 +51,10 @@ export interface SingleFlightEngineOptions {
   readonly options?: Partial<Omit<BufferLockOptions, 'redis'>> | FlightOptions;
   /** Default: English, with the lock's overrides. */
   readonly messages?: BufferLockMessages;
-  /** How a busy `'wait'` caller learns that the holder may be done. Default: pub/sub wake-up. */
+  /**
+   * How a busy `'wait'` caller learns that the holder may be done. Default: pub/sub wake-up. The
+   * subscription failures of a `PubSubWaitStrategy` are logged (`subscriber_failed`).
+   */
   readonly waitStrategy?: WaitStrategy;
   /** The clock of the log's rate limit and of the breaker (ms since the epoch). */
   readonly now?: () => number;
@@ -99,9 +102,19 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     const client = () => lock.getClient();
     const log = new ThrottledLog(options.logger, messages, options.logInterval * 1000, now);
     const results = new SharedResultStore({ client, serializer: options.serializer, messages });
+    const waitStrategy = parts.waitStrategy ?? new PubSubWaitStrategy({ client });
+    // The subscription fails in the background, where no caller sees it: the log is where it shows.
+    if (waitStrategy instanceof PubSubWaitStrategy) {
+      waitStrategy.addErrorListener((error) =>
+        log.warn(
+          'subscriber_failed',
+          messages.render('subscriber_failed', { ERROR: error.message }),
+        ),
+      );
+    }
     this.admission = new LockAdmission({
       lock,
-      waitStrategy: parts.waitStrategy ?? new PubSubWaitStrategy({ client }),
+      waitStrategy,
       results,
       messages,
       log,

@@ -21,6 +21,7 @@ import {
   InjectBufferLockOptions,
   RedisLockService,
   SingleFlight,
+  SingleFlightEngine,
   type BufferLockOptions,
   type MessageId,
   type ResolvedBufferLockOptions,
@@ -438,6 +439,48 @@ describe('request-scoped safety', () => {
     expect(a!.body).toEqual([`${NS}app-a:`, `${NS}app-a:`, '1']);
     expect(b!.body).toEqual([`${NS}app-b:`, `${NS}app-b:`, '1']);
     for (const app of apps) await app.close();
+  });
+});
+
+describe('the wake-up subscription refused by Redis', () => {
+  it('the module’s engine logs it once in the catalog’s words, and its waiter polls', async () => {
+    await admin.call(
+      'ACL',
+      'SETUSER',
+      'nosub-app',
+      'on',
+      '>pw',
+      '~*',
+      '&*',
+      '+@all',
+      '-ssubscribe',
+    );
+    const logger = new MemoryLogger();
+    const ref = await compile([
+      BufferLockModule.forRoot({
+        redis: () => server.client({ username: 'nosub-app', password: 'pw' }),
+        namespace: `${NS}refused:`,
+        ttl: 30,
+        lockTimeout: 10,
+        logger,
+      }),
+    ]);
+    const engine = ref.get(SingleFlightEngine);
+    const holder = new RedisLockService({ redis: client(), namespace: `${NS}refused:`, ttl: 30 });
+    const [guard] = await holder.acquire('k');
+    const started = Date.now();
+    const running = engine.run('k', () => 'built');
+    await new Promise((r) => setTimeout(r, 200));
+    await holder.release(guard!);
+    expect(await running).toBe('built');
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(logger.at('warn')).toEqual([
+      ENGLISH_MESSAGES.subscriber_failed.replace(
+        'ERROR',
+        "NOPERM this user has no permissions to run the 'ssubscribe' command",
+      ),
+    ]);
+    await ref.close();
   });
 });
 

@@ -5,6 +5,7 @@ import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
 import { ReleaseSubscriber } from '../../lib/single-flight/release-subscriber.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { sleep } from './support.js';
 
 let server: RedisServer;
 beforeAll(async () => {
@@ -164,22 +165,65 @@ describe('pub/sub wait: the client the lock service makes lazily', () => {
     ).resolves.toBeUndefined();
   });
 
-  it('a client without duplicate() cannot subscribe, and the PTTL backstop still wakes the waiter', async () => {
+  it('a client without duplicate() cannot subscribe: the waiter polls instead of waiting out the lock', async () => {
     const real = server.client();
     const evalOnly = {
       eval: (...args: Parameters<typeof real.eval>) => real.eval(...args),
     };
     const errors: Error[] = [];
+    const told: Error[] = [];
     const strategy = new PubSubWaitStrategy({
       client: evalOnly,
       subscriber: new ReleaseSubscriber(evalOnly as never, {
         idleMs: 0,
         onError: (e) => errors.push(e),
       }),
+      onError: (e) => told.push(e),
     });
-    await real.set('pw:nodup:k', 'tok', 'PX', 200);
+    await real.set('pw:nodup:k', 'tok', 'PX', LONG * 1000);
     await strategy.waitForRelease('pw:nodup:k', Date.now() + LONG * 1000);
-    expect(await real.exists('pw:nodup:k')).toBe(0);
+    await strategy.waitForRelease('pw:nodup:k', Date.now() + LONG * 1000);
+    expect(await real.exists('pw:nodup:k')).toBe(1);
     expect(errors).toHaveLength(1);
+    expect(told).toEqual(errors);
+  });
+});
+
+describe('pub/sub wait: a refused subscription → prompt polling', () => {
+  it('a waiter whose subscription is refused polls and resumes soon after the release', async () => {
+    const admin = server.client();
+    await admin.call('ACL', 'SETUSER', 'nosub', 'on', '>pw', '~*', '&*', '+@all', '-ssubscribe');
+    const client = server.client({ username: 'nosub', password: 'pw' });
+    const lock = new RedisLockService({ redis: client, namespace: 'pw:acl:' });
+    const told: Error[] = [];
+    const strategy = new PubSubWaitStrategy({
+      client,
+      subscriber: new ReleaseSubscriber(client, { idleMs: 0 }),
+      onError: (e) => told.push(e),
+    });
+    const [guard] = await lock.acquire('k', 30); // the holder's lock outlives the waiter's deadline
+    const started = Date.now();
+    const deadline = started + 10_000;
+    const order: string[] = [];
+    let waits = 0;
+    const waiter = (async () => {
+      for (;;) {
+        const [mine] = await lock.acquire('k', 30);
+        if (mine) return order.push('acquired');
+        if (Date.now() >= deadline) return order.push('deadline');
+        waits++;
+        await strategy.waitForRelease(guard!.key, deadline);
+      }
+    })();
+    await sleep(200);
+    order.push('released');
+    await lock.release(guard!);
+    await waiter;
+    expect(order).toEqual(['released', 'acquired']);
+    expect(Date.now() - started).toBeLessThan(2000);
+    // It tried again several times while the holder ran, and heard of the refusal once.
+    expect(waits).toBeGreaterThan(1);
+    expect(told).toHaveLength(1);
+    expect(told[0]!.message).toMatch(/NOPERM/);
   });
 });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
 import { releaseChannel } from '../../lib/redis/keys.js';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import {
@@ -124,5 +125,120 @@ describe('release subscriber: Redis trouble is never an error for a waiter', () 
     expect(errors.length).toBeGreaterThan(0);
     listening.close();
     subscriber.close();
+  });
+});
+
+/**
+ * A client of a user that may run everything but SSUBSCRIBE, as an ACL can set up (Redis 6, which
+ * has no SSUBSCRIBE at all, refuses it the same way).
+ */
+async function refusedClient(user: string): Promise<Redis> {
+  await server
+    .client()
+    .call('ACL', 'SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', '-ssubscribe');
+  return server.client({ username: user, password: 'pw' });
+}
+
+/** SSUBSCRIBEs the server refused so far (INFO commandstats). */
+async function refusedSubscribes(): Promise<number> {
+  const info = String(await server.client().info('commandstats'));
+  return Number(/^cmdstat_ssubscribe:.*rejected_calls=(\d+)/m.exec(info)?.[1] ?? 0);
+}
+
+describe('release subscriber: a refused subscription makes it unusable, reported once', () => {
+  it('many waiters on many keys: one error for the owner and each waiter, and every waiter is woken', async () => {
+    const client = await refusedClient('nosub-once');
+    const owner: Error[] = [];
+    const subscriber = new ReleaseSubscriber(client, { idleMs: 0, onError: (e) => owner.push(e) });
+    expect(subscriber.usable).toBe(true);
+    const heard: Error[] = [];
+    let woken = 0;
+    const all = Array.from({ length: 10 }, (_, i) =>
+      subscriber.listen(
+        releaseChannel(`buffer:lock:refused${i % 5}`),
+        () => woken++,
+        (e) => heard.push(e),
+      ),
+    );
+    expect(await Promise.all(all.map((l) => l.ready))).toEqual(all.map(() => false));
+    expect(owner).toHaveLength(1);
+    expect(owner[0]!.message).toMatch(/NOPERM/);
+    // Each waiter hears of the same failure: a strategy tells its owner once.
+    expect(heard).toHaveLength(10);
+    expect(new Set(heard)).toEqual(new Set(owner));
+    expect(woken).toBeGreaterThanOrEqual(10);
+    expect(subscriber.usable).toBe(false);
+    for (const l of all) l.close();
+    subscriber.close();
+  });
+
+  it('sends no SSUBSCRIBE during the cool-down, and one retry after it', async () => {
+    const client = await refusedClient('nosub-retry');
+    const owner: Error[] = [];
+    const subscriber = new ReleaseSubscriber(client, {
+      idleMs: 0,
+      retryMs: 300,
+      onError: (e) => owner.push(e),
+    });
+    const first = subscriber.listen(releaseChannel('buffer:lock:retry'), () => {});
+    expect(await first.ready).toBe(false);
+    first.close();
+    const refused = await refusedSubscribes();
+    const during = Array.from({ length: 5 }, (_, i) =>
+      subscriber.listen(releaseChannel(`buffer:lock:retry${i}`), () => {}),
+    );
+    expect(await Promise.all(during.map((l) => l.ready))).toEqual(during.map(() => false));
+    expect(await refusedSubscribes()).toBe(refused);
+    expect(owner).toHaveLength(1);
+    for (const l of during) l.close();
+    await new Promise((r) => setTimeout(r, 350));
+    const after = subscriber.listen(releaseChannel('buffer:lock:retry'), () => {});
+    expect(await after.ready).toBe(false);
+    expect(await refusedSubscribes()).toBe(refused + 1);
+    expect(owner).toHaveLength(2);
+    after.close();
+    subscriber.close();
+  });
+
+  it('is usable again once a retry is confirmed, and a release then wakes its waiter', async () => {
+    const client = await refusedClient('nosub-heal');
+    const lock = new RedisLockService({ redis: client, namespace: 'rs:heal:' });
+    const subscriber = new ReleaseSubscriber(client, { idleMs: 0, retryMs: 100 });
+    const [guard] = await lock.acquire('k', 30);
+    const refused = subscriber.listen(releaseChannel(guard!.key), () => {});
+    expect(await refused.ready).toBe(false);
+    refused.close();
+    await server.client().call('ACL', 'SETUSER', 'nosub-heal', '+ssubscribe');
+    await new Promise((r) => setTimeout(r, 150));
+    let woke!: () => void;
+    const released = new Promise<void>((r) => (woke = r));
+    const listening = subscriber.listen(releaseChannel(guard!.key), () => woke());
+    expect(await listening.ready).toBe(true);
+    expect(subscriber.usable).toBe(true);
+    await lock.release(guard!);
+    await released;
+    listening.close();
+    subscriber.close();
+  });
+});
+
+describe('release subscriber: a lost connection makes it unusable until it subscribes again', () => {
+  it('wakes every waiter when its connection is killed, and renews the subscription after the cool-down', async () => {
+    const own = await startRedis();
+    const subscriber = new ReleaseSubscriber(own.client(), { idleMs: 0, retryMs: 100 });
+    let woken = 0;
+    const listening = subscriber.listen(releaseChannel('buffer:lock:killed'), () => woken++);
+    expect(await listening.ready).toBe(true);
+    await own.client().call('CLIENT', 'KILL', 'TYPE', 'pubsub');
+    await until(async () => !subscriber.usable);
+    expect(woken).toBe(1);
+    listening.close();
+    await new Promise((r) => setTimeout(r, 150));
+    const again = subscriber.listen(releaseChannel('buffer:lock:killed'), () => {});
+    expect(await again.ready).toBe(true);
+    expect(subscriber.usable).toBe(true);
+    again.close();
+    subscriber.close();
+    await own.stop();
   });
 });
