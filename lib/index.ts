@@ -77,17 +77,19 @@ export {
 export { WAKE_MESSAGE } from './redis/release-lock.js';
 export { connectFailFast, FAIL_FAST_CLIENT_DEFAULTS } from './redis/client-defaults.js';
 export {
-  findUnserializable,
-  JSON_RESULT_SERIALIZER,
   SharedResultStore,
   storeResultAndRelease,
-  UnserializableValueError,
-  type ResultSerializer,
   type SharedRead,
   type SharedResultOptions,
   type StoreResult,
-  type Unserializable,
 } from './redis/shared-result.js';
+export {
+  findUnserializable,
+  JSON_RESULT_SERIALIZER,
+  UnserializableValueError,
+  type ResultSerializer,
+  type Unserializable,
+} from './serialization/result-serializer.js';
 export {
   CIRCUIT_BREAKER_DEFAULTS,
   CircuitBreaker,

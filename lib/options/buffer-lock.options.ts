@@ -2,7 +2,7 @@ import { Logger, type LoggerService } from '@nestjs/common';
 import type { RedisOptions } from 'ioredis';
 import type { BufferLockMessages, MessageSettings } from '../messages/buffer-lock-messages.js';
 import type { MessageCatalog } from '../messages/messages.catalog.js';
-import type { ResultSerializer } from '../redis/shared-result.js';
+import type { ResultSerializer } from '../serialization/result-serializer.js';
 import {
   CIRCUIT_BREAKER_DEFAULTS,
   type CircuitBreakerOptions,

@@ -22,8 +22,9 @@ import {
   type OnBusy,
   type OnRedisError,
 } from '../options/buffer-lock.options.js';
-import { SharedResultStore, type ResultSerializer } from '../redis/shared-result.js';
+import { SharedResultStore } from '../redis/shared-result.js';
 import type { AcquireResult, LockGuard, RedisLockService } from '../redis-lock.service.js';
+import type { ResultSerializer } from '../serialization/result-serializer.js';
 import { CIRCUIT_BREAKER_DEFAULTS, CircuitBreaker, type CircuitState } from './circuit-breaker.js';
 import { runInFlight, type FlightContext } from './flight-context.js';
 import { PubSubWaitStrategy } from './pubsub-wait.strategy.js';
