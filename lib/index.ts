@@ -74,11 +74,10 @@ export {
   resultKey,
   type LockKeyRole,
 } from './redis/keys.js';
-export { WAKE_MESSAGE } from './redis/release-lock.js';
+export { releaseLock, WAKE_MESSAGE, type ReleaseWrite } from './redis/release-lock.js';
 export { connectFailFast, FAIL_FAST_CLIENT_DEFAULTS } from './redis/client-defaults.js';
 export {
   SharedResultStore,
-  storeResultAndRelease,
   type SharedRead,
   type SharedResultOptions,
   type StoreResult,

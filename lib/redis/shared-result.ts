@@ -7,28 +7,11 @@ import {
   UnserializableValueError,
   type ResultSerializer,
 } from '../serialization/result-serializer.js';
-import { releaseChannel, resultKey } from './keys.js';
+import { resultKey } from './keys.js';
 import { luaScript, runScript } from './lua-script.js';
-import { WAKE_MESSAGE } from './release-lock.js';
+import { releaseLock } from './release-lock.js';
 
 const READ = luaScript(`return redis.call('GET', KEYS[1])`);
-
-// The release of release-lock.ts with the result written (or, with no payload, an older result
-// removed) first, in one atomic step and one round trip: a waiter the SPUBLISH wakes always finds
-// this flight's result, or none. Only the holder does any of it. KEYS: lock, result, channel.
-const STORE_AND_RELEASE = luaScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  if ARGV[2] == '1' then
-    redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
-  else
-    redis.call('DEL', KEYS[2])
-  end
-  local deleted = redis.call('DEL', KEYS[1])
-  pcall(redis.call, 'SPUBLISH', KEYS[3], ARGV[5])
-  return deleted
-end
-return 0
-`);
 
 /**
  * The payload stored for `lockKey`, or `null` when there is none (never stored, or expired).
@@ -44,31 +27,6 @@ export async function readSharedResult(
 ): Promise<string | null> {
   const answer = await runScript(client, READ, [resultKey(lockKey)], []);
   return typeof answer === 'string' ? answer : null;
-}
-
-/**
- * Stores `payload` (or, when it is `undefined`, deletes any older result) and releases the lock,
- * waking its waiters, in one script, if the lock still holds `token`. Resolves 1 when it did, 0
- * when the lock was no longer ours (then nothing was written).
- *
- * @example
- * ```ts
- * await storeResultAndRelease(client, guard.key, guard.token, '{"total":42}', 10_000);
- * ```
- */
-export function storeResultAndRelease(
-  client: RedisScriptClient,
-  lockKey: string,
-  token: string,
-  payload: string | undefined,
-  ttlMs: number,
-): Promise<unknown> {
-  return runScript(
-    client,
-    STORE_AND_RELEASE,
-    [lockKey, resultKey(lockKey), releaseChannel(lockKey)],
-    [token, payload === undefined ? '0' : '1', payload ?? '', ttlMs, WAKE_MESSAGE],
-  );
 }
 
 /**
@@ -204,7 +162,8 @@ export class SharedResultStore {
     const ttlMs = ttl === undefined ? this.ttlMs : toMilliseconds(ttl);
     try {
       const client = await this.client();
-      const answer = await storeResultAndRelease(client, guard.key, guard.token, payload, ttlMs);
+      const write = { key: resultKey(guard.key), payload, ttlMs };
+      const answer = await releaseLock(client, guard.key, guard.token, write);
       return Number(answer) === 1 ? [true, undefined] : [false, undefined];
     } catch (error) {
       return [false, this.failure(error)];
