@@ -27,7 +27,7 @@ export type {
   RedisScriptClient,
 } from './options/redis-lock.options.js';
 export { connectFailFast, FAIL_FAST_CLIENT_DEFAULTS } from './redis/client-defaults.js';
-export type { ResultSerializer } from './redis/shared-result.js';
+export type { ResultSerializer } from './serialization/result-serializer.js';
 export type { CircuitState } from './single-flight/circuit-breaker.js';
 export {
   SingleFlightEngine,

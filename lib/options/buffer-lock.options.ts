@@ -3,7 +3,7 @@ import { IsIn, ValidateIf } from 'class-validator';
 import type { RedisOptions } from 'ioredis';
 import type { BufferLockMessages, MessageSettings } from '../messages/buffer-lock-messages.js';
 import type { MessageCatalog } from '../messages/messages.catalog.js';
-import type { ResultSerializer } from '../redis/shared-result.js';
+import type { ResultSerializer } from '../serialization/result-serializer.js';
 import type { FlightLockLostEvent } from '../single-flight/single-flight.engine.js';
 import {
   CircuitBreakerOptionsDto,

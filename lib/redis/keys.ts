@@ -50,6 +50,8 @@ const CRC16_TABLE: readonly number[] = (() => {
   return table;
 })();
 
+// Written here rather than taken from cluster-key-slot (ioredis's): that package hashes a key whose
+// first tag is empty up to a later '}' (`{}x}` by `x`), where Redis hashes the whole key.
 /** CRC16-CCITT (XMODEM), the checksum Redis Cluster uses for key slots. */
 function crc16(bytes: Uint8Array): number {
   let crc = 0;

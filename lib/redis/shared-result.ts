@@ -1,169 +1,17 @@
-import { StreamableFile } from '@nestjs/common';
-import { Stream } from 'node:stream';
 import { LockError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { RedisScriptClient } from '../options/redis-lock.options.js';
 import { toMilliseconds } from '../options/seconds.js';
-import { releaseChannel, resultKey } from './keys.js';
+import {
+  JSON_RESULT_SERIALIZER,
+  UnserializableValueError,
+  type ResultSerializer,
+} from '../serialization/result-serializer.js';
+import { resultKey } from './keys.js';
 import { luaScript, runScript } from './lua-script.js';
-import { WAKE_MESSAGE } from './release-lock.js';
-
-/**
- * Turns a method's result into text for Redis and back. JSON is the default
- * ({@link JSON_RESULT_SERIALIZER}); plug in another (superjson, msgpack as base64, ...) by passing
- * one. `serialize` throws for a value it cannot represent faithfully.
- *
- * @example
- * ```ts
- * const serializer: ResultSerializer = {
- *   serialize: (value) => superjson.stringify(value),
- *   deserialize: (text) => superjson.parse(text),
- * };
- * ```
- */
-export interface ResultSerializer {
-  serialize(value: unknown): string;
-  deserialize(text: string): unknown;
-}
-
-/**
- * Why a value cannot be serialized: what was found, and where (`$` is the value itself).
- *
- * @example
- * ```ts
- * const problem: Unserializable = { what: 'a stream', path: '$.body' };
- * ```
- */
-export interface Unserializable {
-  readonly what: string;
-  readonly path: string;
-}
-
-/**
- * Thrown by a serializer for a value it cannot represent; {@link SharedResultStore.serialize}
- * turns it into the catalog's `shared_result_unserializable` error.
- *
- * @example
- * ```ts
- * throw new UnserializableValueError({ what: 'a function', path: '$.callback' });
- * ```
- */
-export class UnserializableValueError extends Error {
-  override readonly name = 'UnserializableValueError';
-
-  constructor(readonly problem: Unserializable) {
-    super(`${problem.what} at ${problem.path}`);
-  }
-}
-
-const COLLECTIONS: readonly [new (...args: never[]) => unknown, string][] = [
-  [Map, 'a Map'],
-  [Set, 'a Set'],
-  [WeakMap, 'a WeakMap'],
-  [WeakSet, 'a WeakSet'],
-];
-
-/** What in `value` would not survive JSON, or `undefined` when it all does. */
-function objectProblem(value: object): string | undefined {
-  if (value instanceof StreamableFile) return 'a StreamableFile';
-  if (value instanceof Stream) return 'a stream';
-  // An Observable has pipe() too, so it is told apart first.
-  if (typeof (value as { subscribe?: unknown }).subscribe === 'function') return 'an Observable';
-  if (typeof (value as { pipe?: unknown }).pipe === 'function') return 'a stream';
-  if (typeof (value as { then?: unknown }).then === 'function') return 'a promise';
-  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return 'a Buffer or typed array';
-  return COLLECTIONS.find(([type]) => value instanceof type)?.[1];
-}
-
-/**
- * The first part of `value` that JSON would drop, change or choke on: functions, symbols, BigInt,
- * non-finite numbers, circular references, streams, `StreamableFile`, promises, Observables,
- * Map/Set, Buffers and typed arrays. Objects with a `toJSON()` (such as Date) are trusted.
- *
- * @example
- * ```ts
- * findUnserializable({ id: 1, body: fs.createReadStream('x') }); // { what: 'a stream', path: '$.body' }
- * findUnserializable({ id: 1n }); // { what: 'a BigInt', path: '$.id' }
- * ```
- */
-export function findUnserializable(value: unknown): Unserializable | undefined {
-  const ancestors: object[] = [];
-  const visit = (node: unknown, path: string): Unserializable | undefined => {
-    switch (typeof node) {
-      case 'function':
-        return { what: 'a function', path };
-      case 'symbol':
-        return { what: 'a symbol', path };
-      case 'bigint':
-        return { what: 'a BigInt', path };
-      case 'number':
-        return Number.isFinite(node) ? undefined : { what: `the number ${node}`, path };
-      case 'object':
-        break;
-      default:
-        return undefined;
-    }
-    if (node === null) return undefined;
-    if (ancestors.includes(node)) return { what: 'a circular reference', path };
-    const problem = objectProblem(node);
-    if (problem) return { what: problem, path };
-    if (typeof (node as { toJSON?: unknown }).toJSON === 'function') return undefined;
-    ancestors.push(node);
-    try {
-      const entries: [string, unknown][] = Array.isArray(node)
-        ? node.map((item, i) => [`[${i}]`, item])
-        : Object.entries(node).map(([k, v]) => [`.${k}`, v]);
-      for (const [step, child] of entries) {
-        const found = visit(child, path + step);
-        if (found) return found;
-      }
-      return undefined;
-    } finally {
-      ancestors.pop();
-    }
-  };
-  return visit(value, '$');
-}
-
-/**
- * The default serializer: JSON, after {@link findUnserializable} has checked the value, so nothing
- * is silently lost. `undefined` (a method that returns nothing) is stored as the empty string.
- *
- * @example
- * ```ts
- * JSON_RESULT_SERIALIZER.deserialize(JSON_RESULT_SERIALIZER.serialize({ a: 1 })); // { a: 1 }
- * ```
- */
-export const JSON_RESULT_SERIALIZER: ResultSerializer = Object.freeze({
-  serialize(value: unknown): string {
-    if (value === undefined) return '';
-    const problem = findUnserializable(value);
-    if (problem) throw new UnserializableValueError(problem);
-    return JSON.stringify(value);
-  },
-  deserialize(text: string): unknown {
-    return text === '' ? undefined : JSON.parse(text);
-  },
-});
+import { releaseLock } from './release-lock.js';
 
 const READ = luaScript(`return redis.call('GET', KEYS[1])`);
-
-// The release of release-lock.ts with the result written (or, with no payload, an older result
-// removed) first, in one atomic step and one round trip: a waiter the SPUBLISH wakes always finds
-// this flight's result, or none. Only the holder does any of it. KEYS: lock, result, channel.
-const STORE_AND_RELEASE = luaScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  if ARGV[2] == '1' then
-    redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
-  else
-    redis.call('DEL', KEYS[2])
-  end
-  local deleted = redis.call('DEL', KEYS[1])
-  pcall(redis.call, 'SPUBLISH', KEYS[3], ARGV[5])
-  return deleted
-end
-return 0
-`);
 
 /**
  * The payload stored for `lockKey`, or `null` when there is none (never stored, or expired).
@@ -179,31 +27,6 @@ export async function readSharedResult(
 ): Promise<string | null> {
   const answer = await runScript(client, READ, [resultKey(lockKey)], []);
   return typeof answer === 'string' ? answer : null;
-}
-
-/**
- * Stores `payload` (or, when it is `undefined`, deletes any older result) and releases the lock,
- * waking its waiters, in one script, if the lock still holds `token`. Resolves 1 when it did, 0
- * when the lock was no longer ours (then nothing was written).
- *
- * @example
- * ```ts
- * await storeResultAndRelease(client, guard.key, guard.token, '{"total":42}', 10_000);
- * ```
- */
-export function storeResultAndRelease(
-  client: RedisScriptClient,
-  lockKey: string,
-  token: string,
-  payload: string | undefined,
-  ttlMs: number,
-): Promise<unknown> {
-  return runScript(
-    client,
-    STORE_AND_RELEASE,
-    [lockKey, resultKey(lockKey), releaseChannel(lockKey)],
-    [token, payload === undefined ? '0' : '1', payload ?? '', ttlMs, WAKE_MESSAGE],
-  );
 }
 
 /**
@@ -339,7 +162,8 @@ export class SharedResultStore {
     const ttlMs = ttl === undefined ? this.ttlMs : toMilliseconds(ttl);
     try {
       const client = await this.client();
-      const answer = await storeResultAndRelease(client, guard.key, guard.token, payload, ttlMs);
+      const write = { key: resultKey(guard.key), payload, ttlMs };
+      const answer = await releaseLock(client, guard.key, guard.token, write);
       return Number(answer) === 1 ? [true, undefined] : [false, undefined];
     } catch (error) {
       return [false, this.failure(error)];

@@ -1,6 +1,7 @@
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fenceKey, keySlot, releaseChannel, resultKey } from '../../lib/redis/keys.js';
+import { releaseLock } from '../../lib/redis/release-lock.js';
 import { SharedResultStore } from '../../lib/redis/shared-result.js';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
@@ -153,5 +154,22 @@ describe('cluster: the check is real', () => {
     const script = "return redis.call('SPUBLISH', KEYS[2], 'x')";
     await expect(client.eval(script, 2, key, elsewhere)).rejects.toThrow(/CROSSSLOT|non local/);
     expect(await client.eval(script, 2, key, releaseChannel(key))).toBe(0);
+  });
+
+  it('a release that writes a key outside the lock key’s slot is refused and changes nothing', async () => {
+    const lock = new RedisLockService({ redis: client, namespace: 'cl:negwrite:' });
+    const [guard] = await lock.acquire('x');
+    const elsewhere = CACHE_KEYS.map((k) => `{${k}}:result`).find(
+      (k) => keySlot(k) !== keySlot(guard!.key),
+    )!;
+    const write = { key: elsewhere, payload: 'v', ttlMs: 5000 };
+    await expect(releaseLock(client, guard!.key, guard!.token, write)).rejects.toThrow(
+      /CROSSSLOT|non local/,
+    );
+    expect(await client.get(guard!.key)).toBe(guard!.token);
+    expect(await client.exists(elsewhere)).toBe(0);
+    const own = { key: resultKey(guard!.key), payload: 'v', ttlMs: 5000 };
+    expect(await releaseLock(client, guard!.key, guard!.token, own)).toBe(1);
+    expect(await client.get(resultKey(guard!.key))).toBe('v');
   });
 });

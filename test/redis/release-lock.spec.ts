@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { releaseChannel } from '../../lib/redis/keys.js';
-import { WAKE_MESSAGE } from '../../lib/redis/release-lock.js';
+import { derivedKey, releaseChannel, resultKey } from '../../lib/redis/keys.js';
+import { releaseLock, WAKE_MESSAGE } from '../../lib/redis/release-lock.js';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
+import { commandStats } from '../support/command-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { recordingClient } from '../lock/lock-helpers.js';
 
 let server: RedisServer;
 beforeAll(async () => {
@@ -28,7 +30,6 @@ describe('release: wake-up published in the same script as the delete', () => {
   it('the holder’s release deletes the key and publishes exactly one wake-up', async () => {
     const lock = new RedisLockService({ redis: () => server.client(), namespace: 'rl:one:' });
     const [guard] = await lock.acquire('k');
-    // A key without braces: the script builds this channel from the key itself.
     expect(releaseChannel(guard!.key)).toBe(`{${guard!.key}}:release`);
     const sub = await record(guard!.key);
     const woken = sub.next();
@@ -106,5 +107,159 @@ describe('release: wake-up published in the same script as the delete', () => {
     for (const name of ['get', 'del', 'spublish']) {
       expect((after[name] ?? 0) - (before[name] ?? 0), name).toBe(1);
     }
+  });
+});
+
+describe('release: channel and message travel as KEYS and ARGV', () => {
+  it('a key without braces sends its channel as KEYS[2] and the message as ARGV[2]', async () => {
+    const client = recordingClient(server.client());
+    const lock = new RedisLockService({ redis: client, namespace: 'rl:args:' });
+    const [guard] = await lock.acquire('k');
+    await server.client().script('FLUSH');
+    client.calls.length = 0;
+    expect(await lock.release(guard!)).toEqual([true, undefined]);
+    const [evalsha, evalCall] = client.calls;
+    const channel = `{${guard!.key}}:release`;
+    expect(evalsha!.args.slice(1)).toEqual([2, guard!.key, channel, guard!.token, WAKE_MESSAGE]);
+    expect(evalCall!.args.slice(1)).toEqual(evalsha!.args.slice(1));
+    // The script itself names neither: both come only from keys.ts and WAKE_MESSAGE.
+    const source = evalCall!.args[0] as string;
+    expect(source).not.toContain(WAKE_MESSAGE);
+    expect(source).not.toContain(':release');
+  });
+});
+
+/**
+ * Runs `release` with a raw SSUBSCRIBE on the lock's channel; on the wake-up, reads `writtenKey`
+ * as a woken waiter would. Resolves the release's answer, the messages and what was read.
+ */
+async function readOnWake(lockKey: string, writtenKey: string, release: () => Promise<unknown>) {
+  const sub = server.client();
+  const reader = server.client();
+  await reader.ping();
+  const messages: string[] = [];
+  const seen: (string | null)[] = [];
+  const woken = new Promise<void>((resolve) => {
+    sub.on('smessage', (_channel: string, message: string) => {
+      messages.push(message);
+      void reader.get(writtenKey).then((value) => (seen.push(value), resolve()));
+    });
+  });
+  await sub.ssubscribe(releaseChannel(lockKey));
+  const answer = await release();
+  await woken;
+  return { answer, messages, seen };
+}
+
+describe('release with a write: stored or deleted in the same step, before the wake-up', () => {
+  it('stores the payload under the other key with its TTL, deletes the lock, publishes once', async () => {
+    const lock = new RedisLockService({ redis: server.client(), namespace: 'rl:store:' });
+    const admin = server.client();
+    const [guard] = await lock.acquire('k');
+    const key = resultKey(guard!.key);
+    const write = { key, payload: '{"total":42}', ttlMs: 5000 };
+    const { answer, messages, seen } = await readOnWake(guard!.key, key, () =>
+      releaseLock(admin, guard!.key, guard!.token, write),
+    );
+    expect(answer).toBe(1);
+    expect(messages).toEqual([WAKE_MESSAGE]);
+    expect(seen).toEqual(['{"total":42}']);
+    expect(await admin.exists(guard!.key)).toBe(0);
+    const pttl = await admin.pttl(key);
+    expect(pttl).toBeGreaterThan(4000);
+    expect(pttl).toBeLessThanOrEqual(5000);
+  });
+
+  it('an empty payload is stored, not taken for "no payload"', async () => {
+    const lock = new RedisLockService({ redis: server.client(), namespace: 'rl:empty:' });
+    const admin = server.client();
+    const [guard] = await lock.acquire('k');
+    const key = derivedKey(guard!.key, 'fence');
+    expect(
+      await releaseLock(admin, guard!.key, guard!.token, { key, payload: '', ttlMs: 5000 }),
+    ).toBe(1);
+    expect(await admin.get(key)).toBe('');
+  });
+
+  it('an undefined payload deletes the other key', async () => {
+    const lock = new RedisLockService({ redis: server.client(), namespace: 'rl:del:' });
+    const admin = server.client();
+    const [guard] = await lock.acquire('k');
+    const key = resultKey(guard!.key);
+    await admin.set(key, 'older');
+    const { answer, messages, seen } = await readOnWake(guard!.key, key, () =>
+      releaseLock(admin, guard!.key, guard!.token, { key, payload: undefined, ttlMs: 5000 }),
+    );
+    expect(answer).toBe(1);
+    expect(messages).toEqual([WAKE_MESSAGE]);
+    expect(seen).toEqual([null]);
+    expect(await admin.exists(guard!.key, key)).toBe(0);
+  });
+
+  it('with another holder’s token nothing is written, deleted or published', async () => {
+    const lock = new RedisLockService({ redis: server.client(), namespace: 'rl:notours:' });
+    const admin = server.client();
+    const [guard] = await lock.acquire('k');
+    const stored = resultKey(guard!.key);
+    const removed = derivedKey(guard!.key, 'fence');
+    await admin.set(removed, 'kept');
+    const sub = await record(guard!.key);
+    const woken = sub.next();
+    const write = { key: stored, payload: 'stale', ttlMs: 5000 };
+    expect(await releaseLock(admin, guard!.key, 'not-the-token', write)).toBe(0);
+    const removal = { key: removed, payload: undefined, ttlMs: 5000 };
+    expect(await releaseLock(admin, guard!.key, 'not-the-token', removal)).toBe(0);
+    expect(await admin.get(guard!.key)).toBe(guard!.token);
+    expect(await admin.exists(stored)).toBe(0);
+    expect(await admin.get(removed)).toBe('kept');
+    await lock.release(guard!);
+    await woken;
+    expect(sub.messages).toEqual([WAKE_MESSAGE]);
+  });
+
+  it('costs one EVALSHA: GET, SET, DEL and SPUBLISH once each', async () => {
+    const lock = new RedisLockService({ redis: server.client(), namespace: 'rl:wcost:' });
+    const admin = server.client();
+    const [warm] = await lock.acquire('warm');
+    await releaseLock(admin, warm!.key, warm!.token, {
+      key: resultKey(warm!.key),
+      payload: '1',
+      ttlMs: 5000,
+    });
+    const [guard] = await lock.acquire('k');
+    const before = await commandStats(admin);
+    await releaseLock(admin, guard!.key, guard!.token, {
+      key: resultKey(guard!.key),
+      payload: '1',
+      ttlMs: 5000,
+    });
+    const after = await commandStats(admin);
+    for (const name of ['evalsha', 'get', 'set', 'del', 'spublish']) {
+      expect((after.get(name) ?? 0) - (before.get(name) ?? 0), name).toBe(1);
+    }
+  });
+});
+
+describe('release on a Redis without SPUBLISH', () => {
+  let old: RedisServer;
+  beforeAll(async () => {
+    old = await startRedis(['--rename-command', 'SPUBLISH', '']);
+  });
+  afterAll(() => old.stop());
+
+  it('still deletes the lock and applies the write', async () => {
+    const admin = old.client();
+    await expect(admin.call('SPUBLISH', 'c', 'm')).rejects.toThrow(/unknown command/);
+    const lock = new RedisLockService({ redis: old.client(), namespace: 'rl:nospub:' });
+    const [guard] = await lock.acquire('k');
+    expect(await lock.release(guard!)).toEqual([true, undefined]);
+    expect(await admin.exists(guard!.key)).toBe(0);
+    const [again] = await lock.acquire('k');
+    const key = resultKey(again!.key);
+    expect(
+      await releaseLock(admin, again!.key, again!.token, { key, payload: 'v', ttlMs: 5000 }),
+    ).toBe(1);
+    expect(await admin.exists(again!.key)).toBe(0);
+    expect(await admin.get(key)).toBe('v');
   });
 });

@@ -4,13 +4,13 @@ import { of } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockError } from '../../lib/errors/lock.error.js';
 import { resultKey } from '../../lib/redis/keys.js';
+import { SharedResultStore } from '../../lib/redis/shared-result.js';
+import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import {
   findUnserializable,
   JSON_RESULT_SERIALIZER,
-  SharedResultStore,
   type ResultSerializer,
-} from '../../lib/redis/shared-result.js';
-import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
+} from '../../lib/serialization/result-serializer.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;

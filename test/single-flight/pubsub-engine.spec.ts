@@ -3,7 +3,7 @@ import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
 import { releaseSubscriberFor } from '../../lib/single-flight/release-subscriber.js';
 import { SingleFlightEngine } from '../../lib/single-flight/single-flight.engine.js';
-import { currentFlight } from '../../lib/index.js';
+import { currentFlight } from '../../lib/single-flight/flight-context.js';
 import { MemoryLogger } from '../nest/nest-helpers.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
@@ -62,7 +62,7 @@ describe('the engine when Redis refuses the wake-up subscription', () => {
     // The default wait strategy: what the engine logs is what an app would see.
     const engines = locks.map(
       (lock, i) =>
-        new SingleFlightEngine({ lock, defaults: { lockTimeout, ttl }, logger: loggers[i] }),
+        new SingleFlightEngine({ lock, options: { lockTimeout, ttl, logger: loggers[i] } }),
     );
     let running = 0;
     let maxRunning = 0;
