@@ -58,8 +58,14 @@ const serviceStrategy = (
   },
 });
 
-/** The peers and us, all on `client`, every one without retries or waiting. */
-export async function lockStrategies(client: Redis): Promise<LockStrategy[]> {
+/**
+ * The peers and us, all on `client`, every one without retries or waiting. With `autoPipelined`
+ * (a client made with `enableAutoPipelining: true`), one more row: our service on that client.
+ */
+export async function lockStrategies(
+  client: Redis,
+  autoPipelined?: Redis,
+): Promise<LockStrategy[]> {
   await client.script('LOAD', COMPARE_AND_DELETE.source);
   let next = 0;
   const ours = new RedisLockService({
@@ -79,6 +85,21 @@ export async function lockStrategies(client: Redis): Promise<LockStrategy[]> {
     namespace: 'bench:unbatched:',
     ttl: TTL_MS / 1000,
   });
+  // On a client that auto-pipelines, batchingClient() hands the client back as it is: ioredis
+  // batches the commands of one event-loop turn by itself.
+  const autoPipelining = autoPipelined
+    ? [
+        serviceStrategy(
+          'RedisLockService, ioredis auto-pipelining',
+          'reference',
+          new RedisLockService({
+            redis: autoPipelined,
+            namespace: 'bench:autopipelined:',
+            ttl: TTL_MS / 1000,
+          }),
+        ),
+      ]
+    : [];
   const redlock = new Redlock([client], { retryCount: 0 });
   const adapter = new IoredisAdapter(client);
   const universal = (mode: 'standard' | 'lean'): LockStrategy => ({
@@ -108,6 +129,7 @@ export async function lockStrategies(client: Redis): Promise<LockStrategy[]> {
     },
     serviceStrategy('RedisLockService', 'ours', ours),
     serviceStrategy('RedisLockService, unbatched', 'reference', unbatched),
+    ...autoPipelining,
     {
       // The least a safe lock can do: the floor's SET, and a compare-and-delete script in place
       // of DEL (without the key hashing, token and result checks of a library).
@@ -216,7 +238,8 @@ export const lockSection: BenchSection = {
     const { quick, redis, report } = context;
     const client = redis.client();
     const admin = redis.client();
-    const strategies = (await lockStrategies(client)).filter(
+    const autoPipelined = redis.client({ enableAutoPipelining: true });
+    const strategies = (await lockStrategies(client, autoPipelined)).filter(
       (s) => s.kind === 'floor' || selected(context, s.name),
     );
     const scenarios: Scenario[] = [
@@ -246,7 +269,9 @@ export const lockSection: BenchSection = {
         `reference row is no library: it is the least a safe lock does (SET NX PX, then a Lua ` +
         `compare-and-delete), so its gap to the floor is the price of safety itself. The ` +
         `unbatched row is RedisLockService on a client without pipeline(): every command sent ` +
-        `as it comes, so its gap to our row is what batching gains or costs on this machine.\n`,
+        `as it comes, so its gap to our row is what batching gains or costs on this machine. The ` +
+        `auto-pipelining row is RedisLockService on a connection of its own made with ioredis ` +
+        `\`enableAutoPipelining: true\`, where the service leaves batching to ioredis.\n`,
     );
     for (const scenario of scenarios) {
       report.progress(`lock: ${scenario.name}`);
@@ -326,6 +351,7 @@ export const lockSection: BenchSection = {
       }
     }
     client.disconnect();
+    autoPipelined.disconnect();
     admin.disconnect();
   },
 };
