@@ -5,7 +5,7 @@ import { RedisLockService } from '../../lib/index.js';
 
 /**
  * Every worker on every machine schedules this job; the lock lets exactly one of them run it.
- * It uses RedisLockService directly, as the spec's "only one machine runs a job" example does.
+ * It uses RedisLockService directly: take the lock, run, release; busy means another machine has it.
  */
 @Injectable()
 export class NightlyReportJob {

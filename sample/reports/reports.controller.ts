@@ -1,5 +1,4 @@
 import { Controller, Get, Inject, Param } from '@nestjs/common';
-import { SingleFlight } from '../../lib/index.js';
 import { ReportBuilder } from './report-builder.js';
 import { ReportCache, type Report } from './report-cache.js';
 
@@ -11,18 +10,18 @@ export class ReportsController {
   ) {}
 
   /**
-   * One worker builds a missing report; the others wait for it, then find it in the cache.
+   * A hit is one cache read and never touches the lock. A miss goes to the locked build: one
+   * worker builds the report, the others wait for it.
    */
   @Get(':id')
-  @SingleFlight((id: string) => `report:${id}`)
   async report(@Param('id') id: string): Promise<Report> {
-    return (await this.cache.get(id)) ?? (await this.builder.buildAndCache(id));
+    return (await this.cache.get(id)) ?? (await this.builder.build(id));
   }
 
   /** The same without the lock, for comparison: every caller that misses the cache builds. */
   @Get(':id/unlocked')
   async unlocked(@Param('id') id: string): Promise<Report> {
-    return (await this.cache.get(id)) ?? (await this.builder.buildAndCache(id));
+    return (await this.cache.get(id)) ?? (await this.builder.buildUnlocked(id));
   }
 
   /** How many times the report was built, across all workers. */
