@@ -2,8 +2,10 @@ import { Redis, type RedisOptions } from 'ioredis';
 
 /**
  * The ioredis settings applied to clients the module builds from a URL or from ioredis options:
- * fail fast when Redis is in trouble, and auto-pipelining. A client you pass in yourself is used as
- * it is: give it these settings to get the same bounded latency and the same cost under load.
+ * fail fast when Redis is in trouble. A client you pass in yourself is used as it is: give it
+ * these settings to get the same bounded latency. Under load the lock batches its own commands
+ * (a command sent while others wait joins one pipeline); ioredis's `enableAutoPipelining` is left
+ * off, since it defers even a lone command to the next turn of the event loop.
  *
  * | option | value | ioredis default | why |
  * | --- | --- | --- | --- |
@@ -11,7 +13,6 @@ import { Redis, type RedisOptions } from 'ioredis';
  * | `maxRetriesPerRequest` | 1 | 20 | a command is not re-sent through 20 reconnects (minutes) |
  * | `enableOfflineQueue` | false | true | while disconnected, commands fail at once instead of queueing |
  * | `connectTimeout` | 2000 ms | 10000 ms | an unreachable host is reported within 2 s |
- * | `enableAutoPipelining` | true | false | lock commands of one event-loop turn share one write |
  *
  * @example
  * ```ts
@@ -24,9 +25,6 @@ export const FAIL_FAST_CLIENT_DEFAULTS = Object.freeze({
   maxRetriesPerRequest: 1,
   enableOfflineQueue: false,
   connectTimeout: 2000,
-  // Under load, the acquires and releases of many requests go out in one write and Redis answers
-  // them in one read: fewer system calls on both sides (npm run bench, section 3).
-  enableAutoPipelining: true,
 } as const satisfies RedisOptions);
 
 /**

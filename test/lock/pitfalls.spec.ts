@@ -15,14 +15,6 @@ const worker = lockWorkers(() => server, NS);
 
 describe('COMMON PITFALLS', () => {
   describe('Always take both return values', () => {
-    it('the result is a pair: the guard in slot 0, the error in slot 1', async () => {
-      const result = await worker().acquire('pair');
-      expect(result).toHaveLength(2);
-      expect(result[0]).toEqual({ key: rkey(NS, 'pair'), token: expect.any(String) });
-      // Perl's scalar context keeps the last value; in TypeScript that is slot 1: no guard there.
-      expect(result[result.length - 1]).toBeUndefined();
-    });
-
     it('a lost guard cannot be released: every worker sees busy until the ttl runs out', async () => {
       const [careless, other] = [worker({ ttl: 0.3 }), worker()];
       const lastSlot = (await careless.acquire('lost'))[1] as unknown as LockGuard;

@@ -2,7 +2,7 @@ import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService, SingleFlightEngine } from '../../lib/index.js';
 import { currentFlight } from '../../lib/single-flight/flight-context.js';
-import { until } from '../nest/nest-helpers.js';
+import { until } from '../support/nest-helpers.js';
 import { lockCommands } from '../support/command-stats.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 import { countingClient, silent, sleep } from './support.js';

@@ -14,7 +14,7 @@ import { currentFlight } from '../../lib/single-flight/flight-context.js';
 import { type SingleFlightEngineOptions } from '../../lib/single-flight/single-flight.engine.js';
 import { type LockLostEvent } from '../../lib/single-flight/watchdog.js';
 import { firstValueFrom, of, Subject, toArray, type Observable } from 'rxjs';
-import { MemoryLogger, deferred, until } from '../nest/nest-helpers.js';
+import { MemoryLogger, deferred, until } from '../support/nest-helpers.js';
 import type { Cluster, Redis } from 'ioredis';
 import { startRedisCluster } from '../support/redis-cluster.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';

@@ -4,7 +4,7 @@ import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy
 import { releaseSubscriberFor } from '../../lib/single-flight/release-subscriber.js';
 import { SingleFlightEngine } from '../../lib/single-flight/single-flight.engine.js';
 import { currentFlight } from '../../lib/single-flight/flight-context.js';
-import { MemoryLogger } from '../nest/nest-helpers.js';
+import { MemoryLogger } from '../support/nest-helpers.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;

@@ -24,7 +24,7 @@ import { BUFFER_LOCK_WAIT_STRATEGY } from '../../lib/buffer-lock.constants.js';
 import { releaseChannel } from '../../lib/redis/keys.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { deferred, MemoryLogger, until } from './nest-helpers.js';
+import { deferred, MemoryLogger, until } from '../support/nest-helpers.js';
 
 /**
  * Issue 4 through Nest: `share`, `onRedisError`, `SingleFlight.signal()` / `.fence()`, the

@@ -12,7 +12,7 @@ import {
 import { currentFlight } from '../../lib/single-flight/flight-context.js';
 import { lockCommands as lockCommandsOf } from '../support/command-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { MemoryLogger, until } from './nest-helpers.js';
+import { MemoryLogger, until } from '../support/nest-helpers.js';
 
 /**
  * Bounded latency with the test's own Redis paused (SIGSTOP): the module builds the client from a

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BufferLockModule, RedisLockService, SingleFlight } from '../../lib/index.js';
 import { lockCommands as lockCommandsOf } from '../support/command-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { MemoryLogger, until } from './nest-helpers.js';
+import { MemoryLogger, until } from '../support/nest-helpers.js';
 
 /**
  * `@SingleFlight` on a controller method that returns an Observable: overlapping subscriptions in

@@ -25,10 +25,10 @@ import {
   type BufferLockOptions,
   type MessageId,
   type ResolvedBufferLockOptions,
-} from '../../lib/index.js';
-import { BUFFER_LOCK_OPTIONS } from '../../lib/buffer-lock.constants.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { MemoryLogger } from './nest-helpers.js';
+} from '../lib/index.js';
+import { BUFFER_LOCK_OPTIONS } from '../lib/buffer-lock.constants.js';
+import { startRedis, type RedisServer } from './support/redis-server.js';
+import { MemoryLogger } from './support/nest-helpers.js';
 
 let server: RedisServer;
 let admin: Redis;

@@ -12,7 +12,7 @@ import {
 } from '../../lib/index.js';
 import { ThrottledLog } from '../../lib/single-flight/throttled-log.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { MemoryLogger } from './nest-helpers.js';
+import { MemoryLogger } from '../support/nest-helpers.js';
 
 let server: RedisServer;
 let app: INestApplication;

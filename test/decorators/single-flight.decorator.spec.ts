@@ -29,7 +29,7 @@ import {
   SingleFlight,
 } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { deferred, MemoryLogger, until } from './nest-helpers.js';
+import { deferred, MemoryLogger, until } from '../support/nest-helpers.js';
 
 const NS = 'test:decorator:';
 

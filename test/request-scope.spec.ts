@@ -19,8 +19,8 @@ import { Test } from '@nestjs/testing';
 import type { Redis } from 'ioredis';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BufferLockModule, RedisLockService, SingleFlight } from '../../lib/index.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { BufferLockModule, RedisLockService, SingleFlight } from '../lib/index.js';
+import { startRedis, type RedisServer } from './support/redis-server.js';
 
 /** One durable context per tenant header, as the Nest docs' multi-tenancy example. */
 class TenantStrategy implements ContextIdStrategy {

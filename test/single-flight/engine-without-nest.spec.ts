@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockBusyError, RedisLockService, SingleFlightEngine } from '../../lib/index.js';
 import { type WaitStrategy } from '../../lib/single-flight/wait-strategy.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { MemoryLogger, until } from './nest-helpers.js';
+import { MemoryLogger, until } from '../support/nest-helpers.js';
 
 let server: RedisServer;
 let admin: Redis;
