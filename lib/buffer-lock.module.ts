@@ -1,5 +1,6 @@
 import { Module, type OnApplicationShutdown, type Provider } from '@nestjs/common';
 import { BufferLockClients } from './buffer-lock.clients.js';
+import { BufferCache } from './cache/buffer-cache.service.js';
 import { BUFFER_LOCK_OPTIONS, BUFFER_LOCK_WAIT_STRATEGY } from './buffer-lock.constants.js';
 import {
   BUFFER_LOCK_MODULE_OPTIONS,
@@ -56,6 +57,16 @@ const providers: Provider[] = [
     ) => new SingleFlightEngine({ lock, options, messages, waitStrategy }),
     inject: [RedisLockService, BUFFER_LOCK_OPTIONS, BufferLockMessages, BUFFER_LOCK_WAIT_STRATEGY],
   },
+  {
+    provide: BufferCache,
+    useFactory: (
+      lock: RedisLockService,
+      engine: SingleFlightEngine,
+      options: ResolvedBufferLockOptions,
+      messages: BufferLockMessages,
+    ) => new BufferCache({ lock, engine, options, messages }),
+    inject: [RedisLockService, SingleFlightEngine, BUFFER_LOCK_OPTIONS, BufferLockMessages],
+  },
 ];
 
 /**
@@ -85,7 +96,13 @@ const providers: Provider[] = [
  */
 @Module({
   providers,
-  exports: [BUFFER_LOCK_OPTIONS, BufferLockMessages, RedisLockService, SingleFlightEngine],
+  exports: [
+    BUFFER_LOCK_OPTIONS,
+    BufferLockMessages,
+    RedisLockService,
+    SingleFlightEngine,
+    BufferCache,
+  ],
 })
 export class BufferLockModule
   extends BufferLockConfigurableModule

@@ -1,6 +1,8 @@
 // The public API, and nothing else: each name is a promise to users. test/index.spec.ts pins it.
-export { type BufferLockModuleExtras } from './buffer-lock.module-definition.js';
 export { BufferLockModule } from './buffer-lock.module.js';
+export { BufferCache } from './cache/buffer-cache.service.js';
+export type { BufferCacheOptions } from './cache/cache.options.js';
+export type { BufferCacheStore } from './cache/cache-store.js';
 export { InjectBufferLockOptions } from './decorators/inject-buffer-lock-options.decorator.js';
 export { SingleFlight, type SingleFlightKey } from './decorators/single-flight.decorator.js';
 export { BufferLockNotImportedError } from './errors/buffer-lock-not-imported.error.js';
@@ -14,7 +16,6 @@ export {
   ENGLISH_MESSAGES,
   type MessageCatalog,
   type MessageId,
-  type MessageParams,
 } from './messages/messages.catalog.js';
 export type {
   BufferLockOptions,
@@ -28,7 +29,6 @@ export type {
 } from './options/redis-lock.options.js';
 export { connectFailFast, FAIL_FAST_CLIENT_DEFAULTS } from './redis/client-defaults.js';
 export type { ResultSerializer } from './serialization/result-serializer.js';
-export type { CircuitState } from './single-flight/circuit-breaker.js';
 export {
   SingleFlightEngine,
   type FlightLockLostEvent,

@@ -17,6 +17,7 @@ function exportedNames(): string[] {
 }
 
 const VALUES = [
+  'BufferCache',
   'BufferLockConfigError',
   'BufferLockMessages',
   'BufferLockModule',
@@ -35,16 +36,15 @@ const VALUES = [
 
 const TYPES = [
   'AcquireResult',
-  'BufferLockModuleExtras',
+  'BufferCacheOptions',
+  'BufferCacheStore',
   'BufferLockOptions',
-  'CircuitState',
   'ConfigViolation',
   'ExtendResult',
   'FlightLockLostEvent',
   'LockGuard',
   'MessageCatalog',
   'MessageId',
-  'MessageParams',
   'RedisClientFactory',
   'RedisLockOptions',
   'RedisScriptClient',

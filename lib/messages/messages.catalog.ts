@@ -77,6 +77,31 @@ export const ENGLISH_MESSAGES = {
   subscriber_failed:
     'Redis wake-up subscription failed: ERROR; waiting callers poll until it works again',
   log_suppressed: 'LINE (COUNT more like this in the last SECONDS s)',
+  // the cache (BufferCache, @Cached, BufferCacheInterceptor) — options, thrown as BufferLockConfigError
+  cache_store_invalid:
+    'cache_lock cache must be a cache-manager Cache, a Keyv instance or an object with get(), set() and delete()',
+  cache_prefix_invalid: 'cache_lock cachePrefix must be a non-empty string without { or }',
+  cache_defaults_invalid:
+    'cache_lock cacheDefaults must be an object with ttl, grace, timeout, lockTtl and lockTimeout',
+  cache_ttl_invalid: 'cache_lock cache ttl must be a positive number of seconds',
+  cache_grace_invalid: 'cache_lock cache grace must be zero or a positive number of seconds',
+  cache_timeout_invalid: 'cache_lock cache timeout must be zero or a positive number of seconds',
+  cache_lock_ttl_invalid: 'cache_lock cache lockTtl must be a positive number of seconds',
+  cache_lock_timeout_invalid: 'cache_lock cache lockTimeout must be a positive number of seconds',
+  cached_key_invalid:
+    '@Cached key must be a non-empty string or a function that returns the cache key',
+  cached_not_method: '@Cached can only decorate a method',
+  cached_unsupported:
+    '@Cached on CLASS.METHOD cannot cache its result as one entry: WHAT. Return plain data',
+  cached_no_module:
+    'CLASS.METHOD uses @Cached, but BufferLockModule is not visible to its module: import BufferLockModule.forRoot() there, or register it with isGlobal: true',
+  // the cache — errors and log lines
+  cache_value_unserializable:
+    'The value for KEY cannot be cached: WHAT at PATH cannot be serialized. Return plain data, or pass a serializer',
+  cache_store_failed: 'The cache store failed: ERROR; serving without it',
+  cache_entry_unreadable: 'A cache entry could not be read: ERROR; building it anew',
+  cache_refresh_failed:
+    'Refreshing a stale cache entry failed: ERROR; serving it stale, next try in SECONDS s',
 } as const;
 
 /**

@@ -16,6 +16,15 @@ import {
   type RedisClientFactory,
   type RedisScriptClient,
 } from './redis-lock.options.js';
+import { CacheOptionsDto } from '../cache/cache.options.js';
+import {
+  given,
+  hasMethods,
+  isCacheStore,
+  isNonEmptyString,
+  isPlainObject,
+  isRedisUrl,
+} from './rules.js';
 import { parseSeconds } from './seconds.js';
 import {
   isResolved,
@@ -36,31 +45,11 @@ const ON_REDIS_ERROR_MODES = ['proceed', 'throw'] as const;
  */
 export type RedisConnection = RedisScriptClient | RedisClientFactory | string | RedisOptions;
 
-const isPlainObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' &&
-  value !== null &&
-  [Object.prototype, null].includes(Object.getPrototypeOf(value));
-
-/** True for the URL forms ioredis reads: redis://, rediss://, or a Unix socket path. */
-const isRedisUrl = (value: unknown): value is string =>
-  typeof value === 'string' && /^(rediss?:\/\/|\/)/.test(value);
-
 const isCatalog = (value: unknown): boolean =>
   value !== undefined && safeCatalog({ messages: value }) === value;
 
 const isCatalogs = (value: unknown): boolean =>
   value === undefined || (isPlainObject(value) && Object.values(value).every(isCatalog));
-
-const isNonEmptyString = (value: unknown): boolean => typeof value === 'string' && value !== '';
-
-const hasMethods =
-  (...methods: string[]) =>
-  (value: unknown): boolean =>
-    typeof value === 'object' &&
-    value !== null &&
-    methods.every((method) => typeof (value as Record<string, unknown>)[method] === 'function');
-
-const given = (_options: object, value: unknown): boolean => value !== undefined;
 
 /** Broken only when both `lockTimeout` and `ttl` are valid and out of order. */
 const isShorterThanTtl = (value: unknown, options: Record<string, unknown>): boolean => {
@@ -154,9 +143,26 @@ export class BufferLockOptionsDto extends RedisLockOptionsDto {
   @ValidateIf((_options, value) => value !== false)
   @Nested(CircuitBreakerOptionsDto, 'circuit_breaker_invalid')
   circuitBreaker: CircuitBreakerSettings = new CircuitBreakerOptionsDto();
+
+  /**
+   * Where `BufferCache`, `@Cached` and `BufferCacheInterceptor` keep entries: a cache-manager
+   * `Cache` (what `@nestjs/cache-manager` injects as `CACHE_MANAGER`), a Keyv instance, or any
+   * `BufferCacheStore`. Default: a store on the lock's own Redis, under `cachePrefix`.
+   */
+  @ValidateIf(given)
+  @Rule('cache_store_invalid', isCacheStore)
+  cache?: object = undefined;
+
+  /** The prefix of the entries of the built-in Redis store. Default `'buffer:cache:'`. */
+  @Rule('cache_prefix_invalid', (v) => isNonEmptyString(v) && !/[{}]/.test(v))
+  cachePrefix: string = 'buffer:cache:';
+
+  /** The cache's per-call defaults (fields left out take theirs): `ttl` 60, `grace` 0, `timeout` 0. */
+  @Nested(CacheOptionsDto, 'cache_defaults_invalid')
+  cacheDefaults: CacheOptionsDto = new CacheOptionsDto();
 }
 
-type ModuleFields = Omit<BufferLockOptionsDto, 'redis' | 'circuitBreaker'>;
+type ModuleFields = Omit<BufferLockOptionsDto, 'redis' | 'circuitBreaker' | 'cacheDefaults'>;
 
 /**
  * The options of `BufferLockModule`: the lock's options plus the single-flight and message
@@ -184,6 +190,8 @@ export type BufferLockOptions = Partial<ModuleFields> & {
    * open, 1 probe), or `false` for none.
    */
   circuitBreaker?: Partial<CircuitBreakerOptionsDto> | false;
+  /** The cache's per-call defaults: `ttl` 60, `grace` 0, `timeout` 0, `lockTtl`, `lockTimeout`. */
+  cacheDefaults?: Partial<CacheOptionsDto>;
 };
 
 /**
@@ -201,6 +209,7 @@ export type ResolvedBufferLockOptions = Readonly<
   ModuleFields & {
     redis: RedisScriptClient | RedisClientFactory;
     circuitBreaker: CircuitBreakerSettings;
+    cacheDefaults: Readonly<CacheOptionsDto>;
   }
 >;
 

@@ -5,7 +5,7 @@ import type { MessageId } from '../messages/messages.catalog.js';
 import { parseSeconds } from './seconds.js';
 
 /** Per options class: the properties read as seconds, and those holding nested options. */
-const secondsFields = new WeakMap<object, Set<string>>();
+const secondsFields = new WeakMap<object, Map<string, (value: unknown) => number | undefined>>();
 const nestedFields = new WeakMap<object, Map<string, new () => object>>();
 
 /** Objects that came out of a resolver: whoever is handed one does not validate it again. */
@@ -38,12 +38,14 @@ export function Rule(
 
 /**
  * A number of seconds: a positive decimal, or a string spelling one (as environment config
- * delivers it). The resolved options hold the number.
+ * delivers it); with `orZero`, 0 too. The resolved options hold the number.
  */
-export function Seconds(messageId: MessageId): PropertyDecorator {
-  const rule = Rule(messageId, (value) => parseSeconds(value) !== undefined);
+export function Seconds(messageId: MessageId, { orZero = false } = {}): PropertyDecorator {
+  const read = (value: unknown): number | undefined =>
+    orZero && (value === 0 || value === '0') ? 0 : parseSeconds(value);
+  const rule = Rule(messageId, (value) => read(value) !== undefined);
   return (target, property) => {
-    register(secondsFields, target, () => new Set()).add(String(property));
+    register(secondsFields, target, () => new Map()).set(String(property), read);
     rule(target, property);
   };
 }
@@ -110,8 +112,8 @@ function readNested(dto: object): void {
 
 function readSeconds(dto: object): void {
   const record = dto as Record<string, unknown>;
-  for (const property of fieldsOf(secondsFields, dto)) {
-    if (record[property] !== undefined) record[property] = parseSeconds(record[property]);
+  for (const [property, read] of fieldsOf(secondsFields, dto)) {
+    if (record[property] !== undefined) record[property] = read(record[property]);
   }
   for (const [property] of fieldsOf(nestedFields, dto)) {
     const value = record[property];

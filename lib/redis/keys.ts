@@ -111,8 +111,11 @@ function tagForSlot(slot: number): string {
   return slotTags[slot]!;
 }
 
-/** The tag `{T}` and the text after it that, with the role, make every derived key. */
-function slotPrefix(lockKey: string): string {
+/**
+ * The tag `{T}` and the text after it that, with a role or a prefix, make every derived key: any
+ * key that starts with a brace-free prefix and goes on with it lands in the lock key's slot.
+ */
+export function slotPrefix(lockKey: string): string {
   const tag = hashTag(lockKey);
   if (tag !== undefined) return `{${tag}}${lockKey}`;
   if (!lockKey.includes('{') && !lockKey.includes('}')) return `{${lockKey}}`;

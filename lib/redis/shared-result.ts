@@ -8,10 +8,8 @@ import {
   type ResultSerializer,
 } from '../serialization/result-serializer.js';
 import { resultKey } from './keys.js';
-import { luaScript, runScript } from './lua-script.js';
+import { getValue } from './plain-commands.js';
 import { releaseLock } from './release-lock.js';
-
-const READ = luaScript(`return redis.call('GET', KEYS[1])`);
 
 /**
  * The payload stored for `lockKey`, or `null` when there is none (never stored, or expired).
@@ -25,8 +23,7 @@ export async function readSharedResult(
   client: RedisScriptClient,
   lockKey: string,
 ): Promise<string | null> {
-  const answer = await runScript(client, READ, [resultKey(lockKey)], []);
-  return typeof answer === 'string' ? answer : null;
+  return getValue(client, resultKey(lockKey));
 }
 
 /**

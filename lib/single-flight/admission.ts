@@ -31,6 +31,9 @@ export type Admission =
   | { readonly kind: 'shared'; readonly value: unknown }
   | { readonly kind: 'skipped' };
 
+/** What another process's leader left for this call, found after a wake-up. */
+export type Peek = () => Promise<{ readonly value: unknown } | undefined>;
+
 /** What {@link LockAdmission} works with. */
 export interface AdmissionParts {
   readonly lock: SingleFlightLock;
@@ -82,6 +85,7 @@ export class LockAdmission {
     cacheKey: string,
     redisKey: string | undefined,
     settings: SingleFlightSettings,
+    peek?: Peek,
   ): Promise<Admission> {
     const { lock, waitStrategy, results, log, messages } = this.parts;
     const deadline = Date.now() + settings.lockTimeout * 1000;
@@ -89,6 +93,8 @@ export class LockAdmission {
       if (!first) {
         // Only after a busy answer, so the key is known to be valid.
         await waitStrategy.waitForRelease(redisKey!, deadline);
+        const found = await peek?.();
+        if (found) return { kind: 'shared', value: found.value };
         if (settings.share) {
           const found = await results.read(redisKey!, cacheKey);
           if (found.status === 'hit') return { kind: 'shared', value: found.value };

@@ -3,7 +3,8 @@ import type { LockGuard } from '../lock/lock-results.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { SingleFlightSettings } from '../options/buffer-lock.options.js';
 import type { SharedResultStore } from '../redis/shared-result.js';
-import type { Admission, LockAdmission, SingleFlightLock } from './admission.js';
+import type { LockError } from '../errors/lock.error.js';
+import type { Admission, LockAdmission, Peek, SingleFlightLock } from './admission.js';
 import { runInFlight, type FlightContext } from './flight-context.js';
 import type { ThrottledLog } from './throttled-log.js';
 import { LockWatchdog, type LockLostEvent } from './watchdog.js';
@@ -18,6 +19,19 @@ import { LockWatchdog, type LockLostEvent } from './watchdog.js';
  */
 export interface FlightLockLostEvent extends LockLostEvent {
   readonly cacheKey: string;
+}
+
+/**
+ * How a caller built on single flight (the cache) takes part in a run: what it finds after a
+ * wake-up, and how the leader lets go (writing what it made in the same step, or holding the lock
+ * a while after a failure so that no other worker retries at once).
+ */
+export interface FlightHooks {
+  readonly peek?: Peek;
+  /** Instead of the plain release, once the work returned `value`. */
+  readonly release?: (guard: LockGuard, value: unknown) => Promise<LockError | undefined>;
+  /** Instead of the plain release, once the work threw. */
+  readonly failed?: (guard: LockGuard, error: unknown) => Promise<void>;
 }
 
 /** What {@link LockedRun} works with. */
@@ -53,8 +67,9 @@ export class LockedRun {
     redisKey: string | undefined,
     work: () => T,
     settings: SingleFlightSettings,
+    hooks?: FlightHooks,
   ): Promise<Awaited<T> | undefined> {
-    const admission = await this.parts.admission.admit(cacheKey, redisKey, settings);
+    const admission = await this.parts.admission.admit(cacheKey, redisKey, settings, hooks?.peek);
     switch (admission.kind) {
       case 'skipped':
         return undefined;
@@ -63,7 +78,7 @@ export class LockedRun {
       case 'unlocked':
         return await runInFlight(this.contextOf(cacheKey, admission, settings).context, work);
       case 'locked':
-        return await this.locked(cacheKey, admission, work, settings);
+        return await this.locked(cacheKey, admission, work, settings, hooks);
     }
   }
 
@@ -112,6 +127,7 @@ export class LockedRun {
     admission: Admission & { kind: 'locked' },
     work: () => T,
     settings: SingleFlightSettings,
+    hooks?: FlightHooks,
   ): Promise<Awaited<T>> {
     const { admission: control, results } = this.parts;
     const { guard } = admission;
@@ -123,8 +139,15 @@ export class LockedRun {
       value = isPromiseLike(returned) ? await returned : (returned as Awaited<T>);
     } catch (error) {
       done();
-      await this.releaseWithoutResult(guard, settings);
+      if (hooks?.failed) await hooks.failed(guard, error);
+      else await this.releaseWithoutResult(guard, settings);
       throw error;
+    }
+    if (hooks?.release) {
+      done();
+      const failure = await hooks.release(guard, value);
+      if (failure) control.reportFailure(failure);
+      return value;
     }
     if (isObservable(value) && !settings.share) {
       return value.pipe(

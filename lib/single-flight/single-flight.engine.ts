@@ -13,10 +13,13 @@ import { SharedResultStore } from '../redis/shared-result.js';
 import { LockAdmission, type SingleFlightLock } from './admission.js';
 import type { CircuitBreaker, CircuitState } from './circuit-breaker.js';
 import { LocalFlights } from './local-flights.js';
-import { LockedRun, type FlightLockLostEvent } from './locked-run.js';
+import { LockedRun, type FlightHooks, type FlightLockLostEvent } from './locked-run.js';
 import { PubSubWaitStrategy } from './pubsub-wait.strategy.js';
 import { ThrottledLog } from './throttled-log.js';
 import type { WaitStrategy } from './wait-strategy.js';
+
+/** The engine's flight across processes with hooks, for the library's own layers. */
+export const CROSS_PROCESS: unique symbol = Symbol('crossProcess');
 
 /**
  * The events a {@link SingleFlightEngine} emits.
@@ -225,6 +228,20 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
       const source = this.runs.observable(cacheKey, redisKey, work, settings);
       return this.flights.startStream(redisKey, source);
     });
+  }
+
+  /**
+   * One flight across processes with `hooks`, and no in-process flight: for callers that keep
+   * their own (the cache). Internal to the library.
+   */
+  [CROSS_PROCESS]<T>(
+    cacheKey: string,
+    redisKey: string,
+    work: () => T,
+    settings: SingleFlightSettings,
+    hooks: FlightHooks,
+  ): Promise<Awaited<T> | undefined> {
+    return this.runs.promise(cacheKey, redisKey, work, settings, hooks);
   }
 
   /** emit() that a throwing listener cannot break: listeners' errors are their own. */

@@ -1,0 +1,23 @@
+import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import { deleteKey, getValue, setValue } from '../redis/plain-commands.js';
+import type { BufferCacheStore } from './cache-store.js';
+
+/**
+ * The default store: entries on the lock's own Redis client, each key in its lock's hash slot (so
+ * that a build writes its entry, releases its lock and wakes its waiters in one script).
+ */
+export class RedisCacheStore implements BufferCacheStore {
+  constructor(private readonly client: () => Promise<RedisScriptClient>) {}
+
+  async get(key: string): Promise<string | null> {
+    return getValue(await this.client(), key);
+  }
+
+  async set(key: string, value: string, ttlMs: number): Promise<unknown> {
+    return setValue(await this.client(), key, value, ttlMs);
+  }
+
+  async delete(key: string): Promise<unknown> {
+    return deleteKey(await this.client(), key);
+  }
+}

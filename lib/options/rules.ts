@@ -1,0 +1,32 @@
+/** Shape tests shared by the options declarations. */
+
+/** An object literal (or one made with `Object.create(null)`), not an instance of a class. */
+export const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' &&
+  value !== null &&
+  [Object.prototype, null].includes(Object.getPrototypeOf(value));
+
+/** True for the URL forms ioredis reads: redis://, rediss://, or a Unix socket path. */
+export const isRedisUrl = (value: unknown): value is string =>
+  typeof value === 'string' && /^(rediss?:\/\/|\/)/.test(value);
+
+export const isNonEmptyString = (value: unknown): value is string =>
+  typeof value === 'string' && value !== '';
+
+/** An object with every one of `methods`. */
+export const hasMethods =
+  (...methods: string[]) =>
+  (value: unknown): boolean =>
+    typeof value === 'object' &&
+    value !== null &&
+    methods.every((method) => typeof (value as Record<string, unknown>)[method] === 'function');
+
+/**
+ * A cache the library can store entries in: a cache-manager `Cache` (`get`, `set`, `del`), or a
+ * Keyv instance or any object with `get`, `set` and `delete`.
+ */
+export const isCacheStore = (value: unknown): boolean =>
+  hasMethods('get', 'set', 'del')(value) || hasMethods('get', 'set', 'delete')(value);
+
+/** A rule argument that passes when the option was left out. */
+export const given = (_options: object, value: unknown): boolean => value !== undefined;

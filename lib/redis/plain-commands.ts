@@ -1,0 +1,28 @@
+import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import { luaScript, runScript } from './lua-script.js';
+
+// Scripts rather than the commands themselves, so that any client with eval() will do.
+const GET = luaScript(`return redis.call('GET', KEYS[1])`);
+const SET_PX = luaScript(`return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])`);
+const DEL = luaScript(`return redis.call('DEL', KEYS[1])`);
+
+/** The string at `key`, or `null` when there is none. Rejects when Redis could not be asked. */
+export async function getValue(client: RedisScriptClient, key: string): Promise<string | null> {
+  const answer = await runScript(client, GET, [key], []);
+  return typeof answer === 'string' ? answer : null;
+}
+
+/** Sets `key` to `value` for `ttlMs` milliseconds. */
+export function setValue(
+  client: RedisScriptClient,
+  key: string,
+  value: string,
+  ttlMs: number,
+): Promise<unknown> {
+  return runScript(client, SET_PX, [key], [value, ttlMs]);
+}
+
+/** Deletes `key`. */
+export function deleteKey(client: RedisScriptClient, key: string): Promise<unknown> {
+  return runScript(client, DEL, [key], []);
+}
