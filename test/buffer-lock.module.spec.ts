@@ -370,7 +370,7 @@ describe('the client: made lazily, once per process, quit at shutdown only if th
     expect(await named('bl-url')()).toBe(false);
   });
 
-  it('reports an unreachable URL as the lock error of the spec, not a crash or a hang', async () => {
+  it('reports an unreachable URL as redis_lock_failed, not a crash or a hang', async () => {
     const other = await startRedis();
     const url = other.url;
     await other.stop(); // nothing listens on that port now

@@ -2,8 +2,8 @@ import type { MessageId } from '../messages/messages.catalog.js';
 
 /**
  * What `acquire`, `release` and `extend` return in their error slot. `code` is the message id
- * (the spec's message key), `message` the rendered text, and `cause` the client's own error when
- * there was one.
+ * (a key of `ENGLISH_MESSAGES`), `message` the rendered text, and `cause` the client's own error
+ * when there was one.
  *
  * @example
  * ```ts

@@ -1,7 +1,8 @@
 /**
- * Every text the library emits, keyed by message id. The ids for the lock backend are the keys of
- * the spec's MESSAGES tables; `ERROR` (and other UPPERCASE words listed per message) are
- * placeholders filled in when the message is rendered.
+ * Every text the library emits, keyed by message id and grouped by where it comes from: the lock
+ * service's methods, shared results, the watchdog, the module's options and `@SingleFlight`.
+ * `ERROR` (and the other UPPERCASE words in a text) are placeholders filled in when the message is
+ * rendered.
  *
  * @example
  * ```ts

@@ -1,12 +1,12 @@
-/** A decimal number of seconds as the spec writes it: digits, then optionally a point and digits. */
+/** A plain decimal number of seconds: digits, then optionally a point and digits. */
 const DECIMAL_SECONDS = /^\d+(?:\.\d+)?$/;
 
 /** The most seconds whose milliseconds Redis can still add to the clock without overflow. */
 const MAX_SECONDS = Math.floor(Number.MAX_SAFE_INTEGER / 1000);
 
 /**
- * Reads a number of seconds by the spec's rule: a positive decimal such as `60` or `0.5`. A string
- * in that form (`'30'`, as environment config delivers it) is read as the number it spells.
+ * Reads a number of seconds: a positive decimal such as `60` or `0.5`. A string in that form
+ * (`'30'`, as environment config delivers it) is read as the number it spells.
  * Anything else (0, negatives, NaN, Infinity, exponent forms like `1e3`, other types) gives
  * `undefined`, and so does a value too large to send as PX milliseconds (over about 285 000
  * years), which Redis would refuse on every call.

@@ -19,7 +19,7 @@ const fromSetReply = (reply: unknown): unknown => (reply === 'OK' ? 1 : reply ==
  *
  * A client with `set()` (ioredis, node-redis adapters) is sent the plain `SET … NX PX`: the same
  * single atomic command the script would run, without the cost of a Lua call on the server. A
- * client with only `eval()` (the spec's interface) runs it through the script.
+ * client with only `eval()` (all that `RedisScriptClient` requires) runs it through the script.
  */
 export function acquireLock(
   client: RedisScriptClient,

@@ -13,8 +13,8 @@ export const POLL_INTERVAL_MS = 50;
 
 /**
  * The first {@link WaitStrategy}: sleep a short, jittered interval and let the engine try again.
- * It never looks at Redis itself. Issue 4's wake-on-release strategy replaces it and keeps
- * polling only as a backstop.
+ * It never looks at Redis itself. The module's default, `PubSubWaitStrategy`, wakes on the release
+ * instead and keeps polling only as a backstop.
  *
  * @example
  * ```ts

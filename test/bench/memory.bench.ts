@@ -90,7 +90,7 @@ export const memorySection: BenchSection = {
     if (!probe) {
       report.add(
         `### Subscriber connections and listeners after waits\n\n` +
-          `not available yet: @SingleFlight waits without a release subscriber (polling; issue 4).\n`,
+          `not available yet: @SingleFlight waits without a release subscriber (it polls).\n`,
       );
       target(
         'memory: connections and listeners back to baseline after waits',

@@ -54,7 +54,7 @@ export const outageSection: BenchSection = {
         : !hasBreaker(api.lib)
           ? 'no circuit breaker export'
           : 'no client defaults with commandTimeout';
-      report.add(`## 4. Outage\n\n${NOT_AVAILABLE} (${missing}; issue 4).\n`);
+      report.add(`## 4. Outage\n\n${NOT_AVAILABLE} (${missing}).\n`);
       for (const name of ['p99 before the breaker opens', 'p99 after the breaker opens']) {
         target(`outage: ${name}`, NOT_AVAILABLE, undefined);
       }

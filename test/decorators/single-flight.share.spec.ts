@@ -27,7 +27,7 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { deferred, MemoryLogger, until } from '../support/nest-helpers.js';
 
 /**
- * Issue 4 through Nest: `share`, `onRedisError`, `SingleFlight.signal()` / `.fence()`, the
+ * `@SingleFlight` through Nest: `share`, `onRedisError`, `SingleFlight.signal()` / `.fence()`, the
  * pub/sub wait strategy as the module's default. Two Nest apps on one Redis stand for two workers.
  */
 

@@ -26,8 +26,8 @@ withRedisServer((s, a) => ((server = s), (admin = a)));
 const worker = lockWorkers(() => server, NS);
 
 describe('acquire', () => {
-  describe('STATE DIAGRAM (1) FREE → HELD: acquire(k) [key absent] / SET key token NX PX ttl', () => {
-    it('returns ({key, token}, undefined) and Redis holds the token under rkey k with the TTL', async () => {
+  describe('a free key: acquire takes the lock with SET NX PX and the ttl', () => {
+    it('returns ({key, token}, undefined); Redis holds the token under namespace + MD5 of the key, with the TTL', async () => {
       const lock = worker({ ttl: 30 });
       expect(await admin.exists(rkey(NS, 'one'))).toBe(0);
       const [guard, error] = await lock.acquire('one');
@@ -59,7 +59,7 @@ describe('acquire', () => {
     });
   });
 
-  describe('STATE DIAGRAM (3) HELD → FREE: the TTL runs out / Redis deletes the key by itself', () => {
+  describe('a held key whose ttl runs out: Redis deletes it by itself, and the key is free again', () => {
     it('the key disappears after ttl, and another worker can then take it', async () => {
       const [a, b] = [worker({ ttl: 0.2 }), worker({ ttl: 5 })];
       const [first] = await a.acquire('expires');
@@ -73,7 +73,7 @@ describe('acquire', () => {
     });
   });
 
-  describe('STATE DIAGRAM (4) acquire(k) [Redis unreachable, or no client] / (undefined, error); nothing changes', () => {
+  describe('Redis unreachable, or no client: acquire returns (undefined, error) and nothing changes', () => {
     it('a stopped server gives (undefined, redis_lock_failed) with the client error in ERROR and cause', async () => {
       const down = await startRedis();
       const client = failFastClient(down);
@@ -128,7 +128,7 @@ describe('acquire', () => {
     });
   });
 
-  describe('STATE DIAGRAM (5) HELD → HELD: acquire(k) [key present], from any worker, the holder too', () => {
+  describe('a held key: acquire is busy for every worker, the holder too', () => {
     it('returns (undefined, undefined) for another worker and for the holder; nothing changes', async () => {
       const [holder, other] = [worker({ ttl: 30 }), worker({ ttl: 30 })];
       const [guard] = await holder.acquire('busy');
@@ -147,7 +147,7 @@ describe('acquire', () => {
     });
   });
 
-  describe('Arguments: $key must be defined', () => {
+  describe('the key: must be given, and must be a string', () => {
     it.each([
       ['undefined', undefined],
       ['null', null],

@@ -18,8 +18,8 @@ const connections = async (): Promise<number> =>
 
 const NO_CLIENT = 'Redis client factory returned no client';
 
-describe('client STATE DIAGRAM', () => {
-  describe('NO CLIENT YET → CLIENT READY: first acquire() or release() / call the factory once; keep result', () => {
+describe('the Redis client: made by the factory on first use, or given as an object', () => {
+  describe('a factory: called once, by the first acquire() or release(), and its client kept', () => {
     it('the first acquire calls the factory; later calls of every kind reuse its client', async () => {
       const factory = vi.fn(makeClient);
       const lock = new RedisLockService({ redis: factory, namespace: NS });
@@ -85,7 +85,7 @@ describe('client STATE DIAGRAM', () => {
     });
   });
 
-  describe('NO CLIENT YET → NO CLIENT YET: the factory returned undef or died / (undef, error); try again next time', () => {
+  describe('a factory that gives no client or throws: (undefined, error), and it is asked again next time', () => {
     it.each([
       ['undefined', undefined],
       ['null', null],
@@ -188,7 +188,7 @@ describe('client STATE DIAGRAM', () => {
     });
   });
 
-  describe('When "redis" is an object: the backend starts in CLIENT READY', () => {
+  describe('an object as "redis": used as the client from the start', () => {
     it('the object itself is used from the first call, with no factory step', async () => {
       const real = server.client({ lazyConnect: true });
       const client = recordingClient(real);

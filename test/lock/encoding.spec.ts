@@ -30,8 +30,8 @@ const KEYS: readonly [string, string][] = [
   ['1 MB of 3-byte characters', '語'.repeat(ONE_MB / 3)],
 ];
 
-describe('ENCODING', () => {
-  describe('Keys: the Redis key is namespace + md5 hex of the UTF-8 bytes', () => {
+describe('encoding: any Unicode in keys, namespace and messages', () => {
+  describe('keys: the Redis key is namespace + md5 hex of the UTF-8 bytes', () => {
     it.each([
       ['', 'd41d8cd98f00b204e9800998ecf8427e'],
       ['café', '07117fe4a1ebd544965dc19573183da2'],

@@ -5,7 +5,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { RedisLockService, type RedisLockOptions } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
-/** The Redis key the spec's `rkey` gives: namespace, then hex MD5 of the key's UTF-8 bytes. */
+/** The Redis key the service locks for `key`: namespace, then hex MD5 of the key's UTF-8 bytes. */
 export const rkey = (namespace: string, key: string): string =>
   namespace + createHash('md5').update(Buffer.from(key, 'utf8')).digest('hex');
 
@@ -38,7 +38,7 @@ export function recordingClient(real: Redis): RedisScriptClient & { calls: Clien
 
 /**
  * An ioredis client that fails fast once the server is gone: no reconnects, no retries, and short
- * timeouts (as the spec's pitfalls ask of production clients).
+ * timeouts (what production clients should have too, so a dead Redis gives an error, not a hang).
  */
 export function failFastClient(server: RedisServer): Redis {
   return server.client({
@@ -61,7 +61,7 @@ export async function untilExpired(admin: Redis, key: string, withinMs: number):
 }
 
 /**
- * The spec file's own redis-server: started before its tests (handed over with an admin client
+ * The test file's own redis-server: started before its tests (handed over with an admin client
  * through `ready`), stopped after them.
  */
 export function withRedisServer(ready: (server: RedisServer, admin: Redis) => void): void {

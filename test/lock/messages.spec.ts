@@ -63,8 +63,8 @@ async function heldGuard(key: string): Promise<LockGuard> {
   return guard!;
 }
 
-describe('MESSAGES', () => {
-  describe('new (all three croak: thrown as BufferLockConfigError)', () => {
+describe('messages: each error’s id and English text', () => {
+  describe('new: a bad option is thrown as BufferLockConfigError', () => {
     it.each<[string, Record<string, unknown>, string]>([
       [
         'redis_client_invalid',
@@ -200,7 +200,7 @@ describe('MESSAGES', () => {
     });
   });
 
-  describe('beyond the spec', () => {
+  describe('a key that is no string, a failed extend, bad message overrides', () => {
     it('lock_key_invalid: cache key must be a string', async () => {
       const lock = new RedisLockService({ redis: () => server.client(), namespace: NS });
       expect((await lock.acquire(7 as unknown as string))[1]).toMatchObject({

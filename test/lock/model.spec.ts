@@ -151,15 +151,15 @@ async function runScenario(ttl: readonly number[], commands: readonly Command[])
   tally.expirations += model.expirations;
 }
 
-describe('FORMAL SPECIFICATION: random acquire/release/expiry by several workers against a model', () => {
-  it('every result agrees with the model (AcquireRedis, ReleaseRedis, Expire)', async () => {
+describe('the lock against a model: random acquires, releases and expiries by several workers', () => {
+  it('every result agrees with the model (acquire, release, expiry)', async () => {
     await fc.assert(
       fc.asyncProperty(ttls, fc.array(command, { minLength: 4, maxLength: 16 }), runScenario),
       { numRuns: 30 },
     );
     // Not vacuous: most results were checked, not skipped as too close to an expiry.
     expect(tally.checked).toBeGreaterThan(tally.uncertain * 2);
-    // Every arrow was taken: busy answers, expiries, and releases of stale or foreign guards.
+    // Every kind of step happened: busy answers, expiries, and releases of stale or foreign guards.
     expect(tally.busy).toBeGreaterThan(0);
     expect(tally.expirations).toBeGreaterThan(0);
     expect(tally.stale).toBeGreaterThan(0);

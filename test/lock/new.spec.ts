@@ -33,7 +33,7 @@ function configErrorOf(options: unknown): BufferLockConfigError {
   }
 }
 
-describe('ATTRIBUTES', () => {
+describe('options: defaults and read-only accessors', () => {
   describe('defaults', () => {
     it("namespace defaults to 'buffer:lock:' and ttl to 60", () => {
       const lock = new RedisLockService({ redis: () => server.client() });
@@ -89,7 +89,7 @@ describe('ATTRIBUTES', () => {
 });
 
 describe('new', () => {
-  describe('MESSAGES: redis_client_invalid', () => {
+  describe('redis_client_invalid: redis must be a client object or a factory', () => {
     it.each([
       ['missing', {}],
       ['a number', { redis: 42 }],
@@ -114,7 +114,7 @@ describe('new', () => {
     });
   });
 
-  describe('MESSAGES: redis_namespace_invalid', () => {
+  describe('redis_namespace_invalid: namespace must be a non-empty string', () => {
     it.each([
       ['the empty string', ''],
       ['a number', 7],
@@ -129,7 +129,7 @@ describe('new', () => {
     });
   });
 
-  describe('MESSAGES: redis_ttl_invalid', () => {
+  describe('redis_ttl_invalid: ttl must be a positive number of seconds', () => {
     it.each([
       ['0', 0],
       ['-1', -1],
@@ -187,7 +187,7 @@ describe('new', () => {
       expect(factory).not.toHaveBeenCalled();
     });
 
-    it('an AUTOLOAD-style client (a Proxy dispatching every method name) is accepted and works', async () => {
+    it('a Proxy client that dispatches every method name is accepted and works', async () => {
       const real = server.client();
       const autoload = new Proxy(
         {},
@@ -205,13 +205,13 @@ describe('new', () => {
       expect(await lock.release(guard!)).toEqual([true, undefined]);
     });
 
-    it('any object with an eval() method is accepted (the AUTOLOAD rule, in TypeScript)', () => {
+    it('any object with an eval() method is accepted: eval() is all that is checked', () => {
       const client = { eval: () => 1 };
       expect(new RedisLockService({ redis: client }).redis).toBe(client);
     });
   });
 
-  describe('Side effects: none (no connection is made)', () => {
+  describe('new connects nothing and sends no command', () => {
     it('a lazy client object is still not connected after new', async () => {
       const client = server.client({ lazyConnect: true });
       const lock = new RedisLockService({ redis: client, namespace: NS });

@@ -13,8 +13,8 @@ withRedisServer((s, a) => ((server = s), (admin = a)));
 /** One worker: its own service and its own connection, as after a fork. */
 const worker = lockWorkers(() => server, NS);
 
-describe('COMMON PITFALLS', () => {
-  describe('Always take both return values', () => {
+describe('mistakes the API guards against', () => {
+  describe('keeping only one value of the [guard, error] tuple', () => {
     it('a lost guard cannot be released: every worker sees busy until the ttl runs out', async () => {
       const [careless, other] = [worker({ ttl: 0.3 }), worker()];
       const lastSlot = (await careless.acquire('lost'))[1] as unknown as LockGuard;
@@ -30,7 +30,7 @@ describe('COMMON PITFALLS', () => {
     });
   });
 
-  describe('The TTL is too short', () => {
+  describe('a ttl shorter than the build', () => {
     it('a builder still working when the lock expires: a second worker takes it and builds too', async () => {
       const [slow, second] = [worker({ ttl: 0.2 }), worker()];
       const [first] = await slow.acquire('slow-build');
@@ -44,7 +44,7 @@ describe('COMMON PITFALLS', () => {
     });
   });
 
-  describe('A client object made before the fork', () => {
+  describe('a client object made before the fork', () => {
     it('a factory gives every worker its own connection, made on first use', async () => {
       const made: Redis[] = [];
       const factory = vi.fn(() => {
@@ -69,7 +69,7 @@ describe('COMMON PITFALLS', () => {
     });
   });
 
-  describe('A slow Redis server slows every cached request', () => {
+  describe('a slow Redis server slows every cached request', () => {
     it('with a command timeout on the client, a stalled server gives an error instead of a hang', async () => {
       const stalled = await startRedis();
       try {
@@ -88,8 +88,8 @@ describe('COMMON PITFALLS', () => {
     });
   });
 
-  describe('Changing attributes after new', () => {
-    it('is impossible: the accessors are read-only, so ttl(0) cannot happen', async () => {
+  describe('changing options after construction', () => {
+    it('is impossible: the accessors are read-only, so the ttl cannot become 0', async () => {
       const lock = worker({ ttl: 30 });
       expect(() => {
         (lock as unknown as { ttl: number }).ttl = 0;
@@ -119,7 +119,7 @@ describe('COMMON PITFALLS', () => {
     });
   });
 
-  describe('undef values', () => {
+  describe('undefined values', () => {
     it("acquire(undefined) returns (undefined, 'cache key is not defined')", async () => {
       const [guard, error] = await worker().acquire(undefined as unknown as string);
       expect([guard, error?.message]).toEqual([undefined, 'cache key is not defined']);

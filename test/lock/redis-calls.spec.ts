@@ -254,7 +254,7 @@ describe('Redis calls', () => {
   });
 });
 
-/** The spec's SYNOPSIS subclass: a Redis Cluster hash tag, so every lock lands in one slot. */
+/** A subclass that puts a Redis Cluster hash tag in every key, so every lock lands in one slot. */
 class HashTagLock extends RedisLockService {
   protected override key(cacheKey: string): string {
     const digest = createHash('md5').update(Buffer.from(cacheKey, 'utf8')).digest('hex');
@@ -262,7 +262,7 @@ class HashTagLock extends RedisLockService {
   }
 }
 
-describe('SYNOPSIS: a hash-tag subclass overriding the protected key method', () => {
+describe('a hash-tag subclass overriding the protected key method', () => {
   let node: RedisServer;
   let dir: string;
   let nodeAdmin: Redis;

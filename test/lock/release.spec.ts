@@ -20,7 +20,7 @@ withRedisServer((s, a) => ((server = s), (admin = a)));
 const worker = lockWorkers(() => server, NS);
 
 describe('release', () => {
-  describe('STATE DIAGRAM (2) HELD → FREE: release(guard) [the stored token matches] / delete; (1, undef)', () => {
+  describe('the holder’s guard: release deletes the key and returns (true, undefined)', () => {
     it('deletes the key and returns (true, undefined)', async () => {
       const lock = worker();
       const [guard] = await lock.acquire('mine');
@@ -29,7 +29,7 @@ describe('release', () => {
       expect(await admin.exists(guard!.key)).toBe(0);
     });
 
-    it('the key is FREE again: another worker can take it at once', async () => {
+    it('the key is free again: another worker can take it at once', async () => {
       const [a, b] = [worker(), worker()];
       const [guard] = await a.acquire('handover');
       expect(await b.acquire('handover')).toEqual([undefined, undefined]);
@@ -54,7 +54,7 @@ describe('release', () => {
     });
   });
 
-  describe('STATE DIAGRAM (6) HELD → HELD: release(old guard) [token differs] / nothing deleted; (1, undef)', () => {
+  describe('a guard whose token is not the stored one: release deletes nothing and returns (true, undefined)', () => {
     it('after expiry and a retake by another worker, the old guard deletes nothing', async () => {
       const [a, b] = [worker({ ttl: 0.2 }), worker({ ttl: 30 })];
       const [old] = await a.acquire('retaken');
@@ -81,7 +81,7 @@ describe('release', () => {
     });
   });
 
-  describe('Returns: (1, undef) also when the lock had already expired', () => {
+  describe('a lock already gone: release still returns (true, undefined)', () => {
     it('release after expiry with nobody holding the key', async () => {
       const lock = worker({ ttl: 0.2 });
       const [guard] = await lock.acquire('expired');
@@ -98,7 +98,7 @@ describe('release', () => {
     });
   });
 
-  describe('Arguments: $guard must be a guard (MESSAGES: redis_invalid_guard)', () => {
+  describe('anything but a guard: release returns (false, redis_invalid_guard)', () => {
     it.each([
       ['undefined', undefined],
       ['null', null],
@@ -116,7 +116,7 @@ describe('release', () => {
     });
   });
 
-  describe('Redis unreachable: (0, redis_unlock_failed), and the lock stays until its TTL', () => {
+  describe('Redis unreachable: (false, redis_unlock_failed), and the lock stays until its TTL', () => {
     it('a factory that throws', async () => {
       const [guard] = await worker().acquire('stays');
       const lock = new RedisLockService({

@@ -60,7 +60,7 @@ describe('ttl: sent to Redis in whole milliseconds, never less than 1', () => {
     await lock.release(guard!);
   });
 
-  it('a per-call ttl (beyond the spec) overrides the service ttl for that lock', async () => {
+  it('a per-call ttl overrides the service ttl for that lock', async () => {
     const lock = worker({ ttl: 60 });
     const [guard] = await lock.acquire('per-call', 2);
     const pttl = await admin.pttl(guard!.key);
@@ -82,7 +82,7 @@ describe('ttl: sent to Redis in whole milliseconds, never less than 1', () => {
   );
 });
 
-describe('extend(guard, ttl) (beyond the spec: compare-token PEXPIRE)', () => {
+describe('extend(guard, ttl): PEXPIRE only while the stored token is the guard’s', () => {
   it('[true, undefined] moves the PTTL out to the new ttl', async () => {
     const lock = worker({ ttl: 1 });
     const [guard] = await lock.acquire('extend-out');

@@ -8,9 +8,9 @@ import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.j
 import { countingClient, silent, sleep } from './support.js';
 
 /**
- * Issue 4, "bounded latency" and the circuit breaker on a real 3-master Redis Cluster: the master
- * that owns the lock key's slot is paused (SIGSTOP) while an ioredis `Cluster` client with
- * fail-fast settings is in use. Counts and order, not speed; time limits are generous.
+ * Bounded latency and the circuit breaker on a real 3-master Redis Cluster: the master that owns
+ * the lock key's slot is paused (SIGSTOP) while an ioredis `Cluster` client with fail-fast
+ * settings is in use. Counts and order, not speed; time limits are generous.
  */
 
 let cluster: RedisCluster;

@@ -21,9 +21,9 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { countingClient, countingLock, silent, sleep } from './support.js';
 
 /**
- * The engine of issue 4 on a real Redis. A "worker" is one engine with its own lock service and
+ * The single-flight engine on a real Redis. A "worker" is one engine with its own lock service and
  * client: in one Node process they share nothing but Redis, as separate processes would (the
- * multi-process spec does the same with real processes).
+ * multi-process tests do the same with real processes).
  */
 
 /** The Redis of the sections that run on both: a client factory, and how to stop it. */

@@ -59,14 +59,14 @@ afterAll(async () => {
   if (server.process.exitCode === null && server.process.signalCode === null) await server.stop();
 });
 
-describe('(4) acquire with Redis unreachable: log, then run without a cross-worker lock', () => {
+describe('acquire with Redis unreachable: log, then run without a cross-worker lock', () => {
   it('uses the lock while Redis answers', async () => {
     const reply = await request(app.getHttpServer()).get('/report');
     expect(reply.text).toBe('built');
     expect(logger.at('error')).toEqual([]);
   });
 
-  it("runs every call once Redis is gone, and logs the spec's error once per interval", async () => {
+  it('runs every call once Redis is gone, and logs the lock error once per interval', async () => {
     await server.stop();
     runs = 0;
     for (let i = 0; i < 20; i++) {

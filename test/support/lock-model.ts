@@ -1,5 +1,5 @@
 /**
- * The lock's FORMAL SPECIFICATION (spec/redis-lock-backend.txt) as a small executable model, for
+ * What the lock does to Redis, as a small executable model (a store of tokens with expiries), for
  * model-based tests against a real Redis.
  *
  *   store : TEXT ⇸ TOKEN,  expiry : TEXT ⇸ ℝ,  dom expiry = dom store
@@ -28,17 +28,17 @@ export type KeyState = 'free' | 'held' | 'uncertain';
 
 export class LockModel {
   private readonly store = new Map<string, Entry>();
-  /** How many locks the model saw expire (Expire), so a test can show expiry was exercised. */
+  /** How many locks the model saw expire, so a test can show expiry was exercised. */
   expirations = 0;
 
   constructor(private readonly marginMs: number) {}
 
-  /** Expire, then the state of `rkey` for a command that ran within `at`. */
+  /** Drops what surely expired, then the state of `rkey` for a command that ran within `at`. */
   state(rkey: string, at: Interval): KeyState {
     const entry = this.store.get(rkey);
     if (!entry) return 'free';
     if (at.start - this.marginMs > entry.high) {
-      this.store.delete(rkey); // Expire: expiry r ≤ now
+      this.store.delete(rkey); // expired: expiry r ≤ now
       this.expirations++;
       return 'free';
     }
@@ -51,12 +51,12 @@ export class LockModel {
     return this.store.get(rkey)?.token;
   }
 
-  /** AcquireRedis, r ∉ dom store: store′ = store ⊕ {r ↦ token}, expiry′ = now + max(ttl, 1 ms). */
+  /** Acquire of a free key r ∉ dom store: store′ = store ⊕ {r ↦ token}, expiry′ = now + ttlMs. */
   acquired(rkey: string, token: string, at: Interval, ttlMs: number): void {
     this.store.set(rkey, { token, low: at.start + ttlMs, high: at.end + ttlMs });
   }
 
-  /** ReleaseRedis with a matching token: store′ = {r} ⩤ store. */
+  /** A release with the matching token: store′ = {r} ⩤ store. */
   deleted(rkey: string): void {
     this.store.delete(rkey);
   }
