@@ -93,8 +93,8 @@ export class LockAdmission {
       if (!first) {
         // Only after a busy answer, so the key is known to be valid.
         await waitStrategy.waitForRelease(redisKey!, deadline);
-        const found = await peek?.();
-        if (found) return { kind: 'shared', value: found.value };
+        const left = await peek?.();
+        if (left) return { kind: 'shared', value: left.value };
         if (settings.share) {
           const found = await results.read(redisKey!, cacheKey);
           if (found.status === 'hit') return { kind: 'shared', value: found.value };
