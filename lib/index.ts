@@ -1,10 +1,12 @@
 // The public API, and nothing else: each name is a promise to users. test/index.spec.ts pins it.
 export { BufferLockModule } from './buffer-lock.module.js';
 export { BufferCache } from './cache/buffer-cache.service.js';
+export { Cached } from './cache/cached.decorator.js';
 export type { BufferCacheOptions } from './cache/cache.options.js';
 export type { BufferCacheStore } from './cache/cache-store.js';
 export { InjectBufferLockOptions } from './decorators/inject-buffer-lock-options.decorator.js';
-export { SingleFlight, type SingleFlightKey } from './decorators/single-flight.decorator.js';
+export type { SingleFlightKey } from './decorators/method-metadata.js';
+export { SingleFlight } from './decorators/single-flight.decorator.js';
 export { BufferLockNotImportedError } from './errors/buffer-lock-not-imported.error.js';
 export { LockBusyError } from './errors/lock-busy.error.js';
 export { RedisUnavailableError } from './errors/redis-unavailable.error.js';

@@ -18,6 +18,7 @@ function exportedNames(): string[] {
 
 const VALUES = [
   'BufferCache',
+  'Cached',
   'BufferLockConfigError',
   'BufferLockMessages',
   'BufferLockModule',

@@ -1,5 +1,4 @@
 import { EventEmitter } from 'node:events';
-import { LockError } from '../errors/lock.error.js';
 import type { LockGuard } from '../lock/lock-results.js';
 import type { RedisLockService } from '../lock/redis-lock.service.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
@@ -8,19 +7,16 @@ import {
   type BufferLockOptions,
   type FlightOptions,
 } from '../options/buffer-lock.options.js';
-import { toMilliseconds } from '../options/seconds.js';
 import { validateOptions } from '../options/validate-options.js';
-import { slotPrefix } from '../redis/keys.js';
-import { releaseLock } from '../redis/release-lock.js';
 import { JSON_RESULT_SERIALIZER } from '../serialization/result-serializer.js';
 import { currentFlight } from '../single-flight/flight-context.js';
 import { LocalFlights } from '../single-flight/local-flights.js';
 import { CROSS_PROCESS, SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 import { ThrottledLog } from '../single-flight/throttled-log.js';
-import { decodeEntry, encodeEntry, type CacheEntry } from './cache-entry.js';
 import { CacheOptionsDto, type BufferCacheOptions, type CacheSettings } from './cache.options.js';
-import { cacheStoreOf, type BufferCacheStore } from './cache-store.js';
-import { RedisCacheStore } from './redis-cache.store.js';
+import { EntryStore } from './entry-store.js';
+import { toMilliseconds } from '../options/seconds.js';
+import { LockError } from '../errors/lock.error.js';
 
 /**
  * The events of a {@link BufferCache}, each with the cache key.
@@ -101,7 +97,7 @@ const MAX_BACKOFF_MS = 30_000;
 export class BufferCache extends EventEmitter<BufferCacheEvents> {
   private readonly lock: RedisLockService;
   private readonly engine: SingleFlightEngine;
-  private readonly store: BufferCacheStore;
+  private readonly entries: EntryStore;
   private readonly messages: BufferLockMessages;
   private readonly options: FlightOptions;
   private readonly defaults: CacheSettings;
@@ -110,6 +106,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   private readonly builds = new LocalFlights();
   private readonly refreshes = new Map<string, Promise<Built | undefined>>();
   private readonly backoff = new Map<string, { until: number; failures: number }>();
+  private readonly resolved = new WeakMap<BufferCacheOptions, CacheSettings>();
 
   constructor(given: BufferCacheParts) {
     super();
@@ -119,8 +116,6 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     this.engine =
       given.engine ??
       new SingleFlightEngine({ lock: this.lock, options: this.options, messages: this.messages });
-    const store = given.store ?? this.options.cache;
-    this.store = store ? cacheStoreOf(store) : new RedisCacheStore(() => this.lock.getClient());
     const { cacheDefaults } = this.options;
     this.defaults = {
       ...cacheDefaults,
@@ -134,6 +129,15 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       this.options.logInterval * 1000,
       this.now,
     );
+    this.entries = new EntryStore({
+      lock: this.lock,
+      cache: given.store ?? this.options.cache,
+      prefix: this.options.cachePrefix,
+      serializer: this.options.serializer ?? JSON_RESULT_SERIALIZER,
+      messages: this.messages,
+      log: this.log,
+      now: this.now,
+    });
   }
 
   /**
@@ -151,20 +155,20 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
 
   /** The value of `key` while its entry may be served (fresh or within `grace`), else `undefined`. */
   async get<T = unknown>(key: string): Promise<T | undefined> {
-    const entry = await this.read(key, this.lockKeyOf(key));
+    const entry = await this.entries.read(key, this.lockKeyOf(key));
     return entry && this.now() < entry.staleUntil ? (entry.value as T) : undefined;
   }
 
   /** Stores `value` under `key` as a fresh entry, with no lock. */
   async set(key: string, value: unknown, options?: BufferCacheOptions): Promise<void> {
     const settings = this.settingsFor(options);
-    const entry = this.entryOf(key, value, settings);
-    await this.write(this.storeKeyOf(key, this.lockKeyOf(key)), entry, settings);
+    const text = this.entries.encode(key, value, settings);
+    await this.entries.write(key, this.lockKeyOf(key), text, settings);
   }
 
   /** Deletes the entry of `key`: the next call builds it (once across the fleet). */
   async delete(key: string): Promise<void> {
-    await this.guarded(() => this.store.delete(this.storeKeyOf(key, this.lockKeyOf(key))));
+    await this.entries.delete(key, this.lockKeyOf(key));
   }
 
   /** {@link getOrSet} with how the value was had. Internal to the library. */
@@ -175,7 +179,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   ): Promise<CacheLookup<Awaited<T>>> {
     const settings = this.settingsFor(options);
     const lockKey = this.lockKeyOf(key);
-    const entry = await this.read(key, lockKey);
+    const entry = await this.entries.read(key, lockKey);
     const now = this.now();
     if (entry && now < entry.freshUntil) {
       this.emit('hit', key);
@@ -238,7 +242,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   ): Promise<Built | undefined> {
     let payload: string | undefined;
     const fresh = async (): Promise<{ value: Built } | undefined> => {
-      const entry = await this.read(key, lockKey);
+      const entry = await this.entries.read(key, lockKey);
       return entry && this.now() < entry.freshUntil
         ? { value: { value: entry.value, built: false } }
         : undefined;
@@ -247,10 +251,10 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       const found = await fresh();
       if (found) return found.value;
       const value = await factory();
-      const entry = this.entryOf(key, value, settings);
+      const text = this.entries.encode(key, value, settings);
       // Without the lock no release follows: the entry is written here.
-      if (currentFlight()?.locked) payload = entry;
-      else await this.write(this.storeKeyOf(key, lockKey), entry, settings);
+      if (currentFlight()?.locked) payload = text;
+      else await this.entries.write(key, lockKey, text, settings);
       return { value, built: true };
     };
     const flight = {
@@ -263,43 +267,12 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     } as const;
     const outcome = (await this.engine[CROSS_PROCESS](key, lockKey, work, flight, {
       peek: fresh,
-      release: (guard) => this.writeAndRelease(guard, key, payload, settings),
+      release: (guard) => this.entries.writeAndRelease(guard, key, payload, settings),
       failed: onBusy === 'skip' ? (guard) => this.holdAfterFailure(guard, lockKey) : undefined,
     })) as Built | undefined;
     if (outcome?.built) this.emit('built', key);
     else if (outcome && onBusy === 'wait') this.emit('shared', key);
     return outcome;
-  }
-
-  /** Writes the entry (when one was built) and releases: one script on the built-in store. */
-  private async writeAndRelease(
-    guard: LockGuard,
-    key: string,
-    payload: string | undefined,
-    settings: CacheSettings,
-  ): Promise<LockError | undefined> {
-    const storeKey = this.storeKeyOf(key, guard.key);
-    if (payload !== undefined && this.store instanceof RedisCacheStore) {
-      try {
-        const client = await this.lock.getClient();
-        await releaseLock(client, guard.key, guard.token, {
-          key: storeKey,
-          payload,
-          ttlMs: this.storeTtlMs(settings),
-        });
-        return undefined;
-      } catch (error) {
-        const text = error instanceof Error ? error.message : String(error);
-        return new LockError(
-          'redis_unlock_failed',
-          this.messages.render('redis_unlock_failed', { ERROR: text }),
-          { cause: error },
-        );
-      }
-    }
-    if (payload !== undefined) await this.write(storeKey, payload, settings);
-    const [, error] = await this.lock.release(guard);
-    return error;
   }
 
   /** A failed refresh keeps the lock for the back-off: no worker in the fleet retries before. */
@@ -326,50 +299,6 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     }
   }
 
-  /** The entry of `key`, or `undefined` (missing, unreadable, or the store failed: logged). */
-  private async read(key: string, lockKey: string): Promise<CacheEntry | undefined> {
-    const text = await this.guarded(() => this.store.get(this.storeKeyOf(key, lockKey)));
-    if (text === undefined || text === null) return undefined;
-    try {
-      return decodeEntry(this.options.serializer ?? JSON_RESULT_SERIALIZER, text);
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      const line = this.messages.render('cache_entry_unreadable', { ERROR: reason });
-      this.log.warn('cache_entry_unreadable', line);
-      return undefined;
-    }
-  }
-
-  private async write(storeKey: string, payload: string, settings: CacheSettings): Promise<void> {
-    await this.guarded(() => this.store.set(storeKey, payload, this.storeTtlMs(settings)));
-  }
-
-  /** A store call whose failure is logged (rate limited) and read as "nothing there". */
-  private async guarded(call: () => unknown): Promise<unknown> {
-    try {
-      return await call();
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      this.log.error(
-        'cache_store_failed',
-        this.messages.render('cache_store_failed', { ERROR: reason }),
-      );
-      return undefined;
-    }
-  }
-
-  private entryOf(key: string, value: unknown, settings: CacheSettings): string {
-    const now = this.now();
-    const freshUntil = now + toMilliseconds(settings.ttl);
-    const staleUntil = freshUntil + settings.grace * 1000;
-    const serializer = this.options.serializer ?? JSON_RESULT_SERIALIZER;
-    return encodeEntry(serializer, this.messages, key, { value, freshUntil, staleUntil });
-  }
-
-  private storeTtlMs(settings: CacheSettings): number {
-    return toMilliseconds(settings.ttl + settings.grace);
-  }
-
   private lockKeyOf(key: string): string {
     if (typeof key !== 'string' || key === '') {
       const id = key === undefined || key === null ? 'lock_key_undefined' : 'lock_key_invalid';
@@ -378,20 +307,17 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     return this.lock.redisKey(key);
   }
 
-  /** Built-in store: in the lock key's slot, so entry and lock go in one script. Else the key. */
-  private storeKeyOf(key: string, lockKey: string): string {
-    return this.store instanceof RedisCacheStore
-      ? this.options.cachePrefix + slotPrefix(lockKey)
-      : key;
-  }
-
+  /** `options` over the defaults, validated; kept per options object (a decorator passes one). */
   private settingsFor(options: BufferCacheOptions | undefined): CacheSettings {
     if (options === undefined) return this.defaults;
+    let settings = this.resolved.get(options);
+    if (settings) return settings;
     const own = validateOptions(CacheOptionsDto, options, this.messages, 'partial');
-    const settings: Record<string, unknown> = { ...this.defaults };
-    for (const [name, value] of Object.entries(own))
-      if (value !== undefined) settings[name] = value;
-    return settings as CacheSettings;
+    const merged: Record<string, unknown> = { ...this.defaults };
+    for (const [name, value] of Object.entries(own)) if (value !== undefined) merged[name] = value;
+    settings = merged as CacheSettings;
+    this.resolved.set(options, settings);
+    return settings;
   }
 }
 

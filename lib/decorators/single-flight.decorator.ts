@@ -1,9 +1,6 @@
-import { Inject, Optional, StreamableFile } from '@nestjs/common';
-import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants.js';
-import { BufferLockConfigError } from '../errors/lock.error.js';
+import type { BufferLockConfigError } from '../errors/lock.error.js';
 import { BufferLockNotImportedError } from '../errors/buffer-lock-not-imported.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import type { MessageId } from '../messages/messages.catalog.js';
 import {
   resolveSingleFlightOptions,
   type SingleFlightOptions,
@@ -11,57 +8,19 @@ import {
 } from '../options/buffer-lock.options.js';
 import { currentFlight } from '../single-flight/flight-context.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
+import {
+  configError,
+  injectOnce,
+  isKeyForm,
+  keyOf,
+  notAPlainValue,
+  replaceMethod,
+  returnsObservable,
+  type SingleFlightKey,
+} from './method-metadata.js';
 
 /** The instance property Nest fills with the engine (property injection, per instance). */
 const ENGINE: unique symbol = Symbol('BufferLock.engine');
-const injected = new WeakSet<object>();
-
-/**
- * The cache key of a `@SingleFlight` method: a string, or a function of the method's arguments
- * (called with `this` bound to the instance) that returns one.
- *
- * @example
- * ```ts
- * const key: SingleFlightKey<ReportsController, [string]> = (id) => `report:${id}`;
- * ```
- */
-export type SingleFlightKey<This = unknown, Args extends unknown[] = never[]> =
-  string | ((this: This, ...args: Args) => string);
-
-const returnsObservable = (target: object, propertyKey: string | symbol): boolean => {
-  const type: unknown = Reflect.getMetadata('design:returntype', target, propertyKey);
-  const prototype = (type as { prototype?: Record<string, unknown> } | undefined)?.prototype;
-  // Duck-typed, so an Observable from another copy of rxjs counts too.
-  return typeof prototype?.subscribe === 'function' && typeof prototype.pipe === 'function';
-};
-
-// RouteParamtypes.RESPONSE and .NEXT of @nestjs/common (the enum is not exported at its root).
-const RESPONSE_PARAM = 1;
-const NEXT_PARAM = 2;
-
-/**
- * Why the method's result cannot be shared, when that is known from its metadata: a `@Res()` or
- * `@Next()` parameter (the handler answers through the platform's response, not its return
- * value), or a declared `StreamableFile` return type. Parameter decorators run before method
- * decorators, so the route's parameters are known here.
- */
-const unshareable = (target: object, propertyKey: string | symbol): string | undefined => {
-  const params = (Reflect.getMetadata(ROUTE_ARGS_METADATA, target.constructor, propertyKey) ??
-    {}) as Record<string, unknown>;
-  const types = Object.keys(params).map((key) => Number(key.split(':')[0]));
-  if (types.includes(RESPONSE_PARAM)) return 'it takes @Res()';
-  if (types.includes(NEXT_PARAM)) return 'it takes @Next()';
-  const type: unknown = Reflect.getMetadata('design:returntype', target, propertyKey);
-  if (type === StreamableFile) return 'it returns a StreamableFile';
-  return undefined;
-};
-
-/** Copies every metadata entry of `from` (as `@Get`, `@Cron`, `@OnEvent` leave) onto `to`. */
-const copyMetadata = (from: object, to: object): void => {
-  for (const key of Reflect.getOwnMetadataKeys(from)) {
-    Reflect.defineMetadata(key, Reflect.getOwnMetadata(key, from), to);
-  }
-};
 
 /**
  * Makes the method a single flight on `key` across every worker sharing one Redis. In this
@@ -112,7 +71,7 @@ export function SingleFlight<This, Args extends unknown[]>(
   descriptor: TypedPropertyDescriptor<M>,
 ) => void {
   const messages = new BufferLockMessages();
-  if (!((typeof key === 'string' && key !== '') || typeof key === 'function')) {
+  if (!isKeyForm(key)) {
     throw configError(messages, 'key', 'single_flight_key_invalid');
   }
   const own = resolveSingleFlightOptions(options, messages);
@@ -122,24 +81,17 @@ export function SingleFlight<This, Args extends unknown[]>(
     if (typeof original !== 'function') {
       throw configError(messages, String(propertyKey), 'single_flight_not_method');
     }
-    if (!injected.has(target)) {
-      injected.add(target);
-      Inject(SingleFlightEngine)(target, ENGINE);
-      Optional()(target, ENGINE);
-    }
+    injectOnce(target, ENGINE, SingleFlightEngine);
     const observable = returnsObservable(target, propertyKey);
     const className = target.constructor.name;
     const methodName = String(propertyKey);
-    const cannotShare = unshareable(target, propertyKey);
-    const shareError = (): BufferLockConfigError => {
-      const code: MessageId = 'single_flight_share_response';
-      const text = messages.render(code, {
+    const cannotShare = notAPlainValue(target, propertyKey);
+    const shareError = (): BufferLockConfigError =>
+      configError(messages, 'share', 'single_flight_share_response', {
         CLASS: className,
         METHOD: methodName,
         WHAT: cannotShare!,
       });
-      return new BufferLockConfigError([{ property: 'share', code, message: text }]);
-    };
     // share: true on the decorator is refused now; the module's default at the first call.
     if (cannotShare && own.share === true) throw shareError();
     // The method's options over its engine's defaults, merged once per engine (per Nest app).
@@ -161,17 +113,15 @@ export function SingleFlight<This, Args extends unknown[]>(
       const settings = settingsFor(engine);
       if (cannotShare && settings.share) return Promise.reject(shareError());
       if (observable) {
-        return engine.runObservable(cacheKeyOf(key, this, args), work as never, settings);
+        return engine.runObservable(keyOf(key, this, args), work as never, settings);
       }
       try {
-        return engine.run(cacheKeyOf(key, this, args), work, settings);
+        return engine.run(keyOf(key, this, args), work, settings);
       } catch (error) {
         return Promise.reject(error);
       }
     };
-    copyMetadata(original, wrapper);
-    Object.defineProperty(wrapper, 'name', { value: original.name });
-    descriptor.value = wrapper as unknown as typeof descriptor.value;
+    replaceMethod(descriptor as never, original as never, wrapper as never);
   };
 }
 
@@ -214,19 +164,3 @@ SingleFlight.fence = function fence(): number | undefined {
 };
 
 const NEVER_ABORTED: AbortSignal = new AbortController().signal;
-
-function cacheKeyOf<This, Args extends unknown[]>(
-  key: SingleFlightKey<This, Args>,
-  self: This,
-  args: Args,
-): string {
-  return typeof key === 'function' ? key.apply(self, args) : key;
-}
-
-function configError(
-  messages: BufferLockMessages,
-  property: string,
-  code: MessageId,
-): BufferLockConfigError {
-  return new BufferLockConfigError([{ property, code, message: messages.render(code) }]);
-}
