@@ -122,18 +122,19 @@ describe('@Cached on a provider method', () => {
   });
 });
 
-describe('@Cached refuses, when the class is defined, what is not one value', () => {
-  const refusal = (define: () => unknown): BufferLockConfigError => {
-    let error: unknown;
-    try {
-      define();
-    } catch (e) {
-      error = e;
-    }
-    expect(error).toBeInstanceOf(BufferLockConfigError);
-    return error as BufferLockConfigError;
-  };
+/** The configuration error `define` throws. */
+const refusal = (define: () => unknown): BufferLockConfigError => {
+  let error: unknown;
+  try {
+    define();
+  } catch (e) {
+    error = e;
+  }
+  expect(error).toBeInstanceOf(BufferLockConfigError);
+  return error as BufferLockConfigError;
+};
 
+describe('@Cached refuses, when the class is defined, what is not one value', () => {
   it('a handler that takes @Res()', () => {
     const error = refusal(() => {
       @Controller()
