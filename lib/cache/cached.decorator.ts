@@ -6,6 +6,8 @@ import {
   injectOnce,
   isKeyForm,
   keyOf,
+  originalMethod,
+  type KeyedMethodDecorator,
   notAPlainValue,
   replaceMethod,
   returnsObservable,
@@ -37,21 +39,19 @@ const CACHE: unique symbol = Symbol('BufferLock.cache');
 export function Cached<This, Args extends unknown[]>(
   key: SingleFlightKey<This, Args>,
   options: BufferCacheOptions = {},
-): <M extends (...args: never) => unknown>(
-  target: object,
-  propertyKey: string | symbol,
-  descriptor: TypedPropertyDescriptor<M>,
-) => void {
+): KeyedMethodDecorator {
   const messages = new BufferLockMessages();
   if (!isKeyForm(key)) throw configError(messages, 'key', 'cached_key_invalid');
   // Validated once, here; the cache keeps what it resolves for this very object.
   validateOptions(CacheOptionsDto, options, messages, 'partial');
 
   return (target, propertyKey, descriptor) => {
-    const original = descriptor.value as ((this: This, ...args: Args) => unknown) | undefined;
-    if (typeof original !== 'function') {
-      throw configError(messages, String(propertyKey), 'cached_not_method');
-    }
+    const original = originalMethod<(this: This, ...args: Args) => unknown>(
+      descriptor as never,
+      propertyKey,
+      messages,
+      'cached_not_method',
+    );
     const names = { CLASS: target.constructor.name, METHOD: String(propertyKey) };
     const why = returnsObservable(target, propertyKey)
       ? 'it returns an Observable'

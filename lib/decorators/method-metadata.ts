@@ -16,6 +16,25 @@ import type { MessageId } from '../messages/messages.catalog.js';
 export type SingleFlightKey<This = unknown, Args extends unknown[] = never[]> =
   string | ((this: This, ...args: Args) => string);
 
+/** What `@SingleFlight(...)` and `@Cached(...)` return: a decorator for one method. */
+export type KeyedMethodDecorator = <M extends (...args: never) => unknown>(
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: TypedPropertyDescriptor<M>,
+) => void;
+
+/** The decorated method itself; anything else (a getter, a field) is refused with `code`. */
+export function originalMethod<F>(
+  descriptor: TypedPropertyDescriptor<never>,
+  propertyKey: string | symbol,
+  messages: BufferLockMessages,
+  code: MessageId,
+): F {
+  const original: unknown = descriptor.value;
+  if (typeof original !== 'function') throw configError(messages, String(propertyKey), code);
+  return original as F;
+}
+
 /** Whether `key` is a key form the decorators take. */
 export const isKeyForm = (key: unknown): boolean =>
   (typeof key === 'string' && key !== '') || typeof key === 'function';

@@ -13,6 +13,8 @@ import {
   injectOnce,
   isKeyForm,
   keyOf,
+  originalMethod,
+  type KeyedMethodDecorator,
   notAPlainValue,
   replaceMethod,
   returnsObservable,
@@ -65,11 +67,7 @@ const ENGINE: unique symbol = Symbol('BufferLock.engine');
 export function SingleFlight<This, Args extends unknown[]>(
   key: SingleFlightKey<This, Args>,
   options: SingleFlightOptions = {},
-): <M extends (...args: never) => unknown>(
-  target: object,
-  propertyKey: string | symbol,
-  descriptor: TypedPropertyDescriptor<M>,
-) => void {
+): KeyedMethodDecorator {
   const messages = new BufferLockMessages();
   if (!isKeyForm(key)) {
     throw configError(messages, 'key', 'single_flight_key_invalid');
@@ -77,10 +75,12 @@ export function SingleFlight<This, Args extends unknown[]>(
   const own = resolveSingleFlightOptions(options, messages);
 
   return (target, propertyKey, descriptor) => {
-    const original = descriptor.value as ((this: This, ...args: Args) => unknown) | undefined;
-    if (typeof original !== 'function') {
-      throw configError(messages, String(propertyKey), 'single_flight_not_method');
-    }
+    const original = originalMethod<(this: This, ...args: Args) => unknown>(
+      descriptor as never,
+      propertyKey,
+      messages,
+      'single_flight_not_method',
+    );
     injectOnce(target, ENGINE, SingleFlightEngine);
     const observable = returnsObservable(target, propertyKey);
     const className = target.constructor.name;
