@@ -1,5 +1,6 @@
 // The public API, and nothing else: each name is a promise to users. test/index.spec.ts pins it.
 export { BufferLockModule } from './buffer-lock.module.js';
+export { BufferCacheInterceptor } from './cache/buffer-cache.interceptor.js';
 export { BufferCache } from './cache/buffer-cache.service.js';
 export { Cached } from './cache/cached.decorator.js';
 export type { BufferCacheOptions } from './cache/cache.options.js';

@@ -18,6 +18,7 @@ function exportedNames(): string[] {
 
 const VALUES = [
   'BufferCache',
+  'BufferCacheInterceptor',
   'Cached',
   'BufferLockConfigError',
   'BufferLockMessages',
