@@ -70,8 +70,9 @@ const providers: Provider[] = [
 ];
 
 /**
- * Redis locks and `@SingleFlight` for a Nest app. Provides and exports `RedisLockService`,
- * `SingleFlightEngine`, `BufferLockMessages` and the validated options (`BUFFER_LOCK_OPTIONS`).
+ * Redis locks, `@SingleFlight` and the cache (`@Cached`, `BufferCache`, `BufferCacheInterceptor`)
+ * for a Nest app. Provides and exports `RedisLockService`, `SingleFlightEngine`, `BufferCache`,
+ * `BufferLockMessages` and the validated options (`@InjectBufferLockOptions()`).
  * Options are validated once, at bootstrap; a bad config stops the app with one
  * `BufferLockConfigError` listing every violation. At shutdown the module quits the Redis clients
  * it made itself (from a factory, URL or ioredis options) and leaves a client object you passed in
