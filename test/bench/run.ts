@@ -15,6 +15,7 @@ import {
   type BenchSection,
   stealShare,
 } from './harness.js';
+import { cacheSection } from './cache.bench.js';
 import { instructionsSection } from './instructions.bench.js';
 import { lockSection } from './lock.bench.js';
 import { memorySection } from './memory.bench.js';
@@ -29,6 +30,7 @@ const SECTIONS: readonly BenchSection[] = [
   outageSection,
   memorySection,
   instructionsSection,
+  cacheSection,
 ];
 
 // Compiled to .build/test/bench/run.js; RESULTS.md lives next to the sources.

@@ -10,46 +10,56 @@ export const WORKER = '.build/multi-process/test/multi-process/flight.worker.js'
 
 export type Result = Extract<Reply, { results: unknown }>;
 /** A command without its id (distributed over the union). */
-type Ask = Command extends infer C ? (C extends Command ? Omit<C, 'id'> : never) : never;
+type Ask<C> = C extends unknown ? Omit<C, 'id'> : never;
 
-/** One worker process and its IPC. */
-export class Worker {
+/** What every worker may send: that it is ready, that a build started, or an answer by id. */
+type AnyReply = { readonly ready: true } | { readonly started: string } | { readonly id: number };
+
+/**
+ * One worker process and its IPC. `C` and `R` are the commands and replies of its script
+ * (default: flight.worker.ts).
+ */
+export class Worker<C extends { readonly id: number } = Command, R extends AnyReply = Reply> {
   private next = 0;
   readonly started: string[] = [];
   private constructor(readonly process: ChildProcess) {
-    process.on('message', (reply: Reply) => {
+    process.on('message', (reply: AnyReply) => {
       if ('started' in reply) this.started.push(reply.started);
     });
   }
 
-  static async start(env: Record<string, string>): Promise<Worker> {
-    const child = spawn(process.execPath, [WORKER], {
+  /** Starts `script` (compiled, relative to the repository root) and waits for its `ready`. */
+  static async start<C extends { readonly id: number } = Command, R extends AnyReply = Reply>(
+    env: Record<string, string>,
+    script: string = WORKER,
+  ): Promise<Worker<C, R>> {
+    const child = spawn(process.execPath, [script], {
       cwd: root,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     });
     const ready = new Promise<void>((resolve) =>
-      child.on('message', (reply: Reply) => 'ready' in reply && resolve()),
+      child.on('message', (reply: AnyReply) => 'ready' in reply && resolve()),
     );
     const exited = once(child, 'exit').then(([code]) => {
       throw new Error(`worker exited with ${String(code)} before it was ready`);
     });
     exited.catch(() => {});
     await Promise.race([ready, exited]);
-    return new Worker(child);
+    return new Worker<C, R>(child);
   }
 
-  ask<R extends Reply>(command: Ask): Promise<R> {
+  ask<A extends R>(command: Ask<C>): Promise<A> {
     const id = ++this.next;
-    return new Promise<R>((resolve, reject) => {
-      const onMessage = (reply: Reply): void => {
+    return new Promise<A>((resolve, reject) => {
+      const onMessage = (reply: AnyReply): void => {
         if (!('id' in reply) || reply.id !== id) return;
         this.process.off('message', onMessage);
-        if ('error' in reply) reject(new Error(reply.error));
-        else resolve(reply as R);
+        if ('error' in reply) reject(new Error(String(reply.error)));
+        else resolve(reply as A);
       };
       this.process.on('message', onMessage);
-      this.process.send({ ...command, id } as Command);
+      this.process.send({ ...command, id });
     });
   }
 

@@ -1,0 +1,542 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import type { Redis } from 'ioredis';
+import {
+  commandDelta,
+  commandStats,
+  describeCommands,
+  fmt,
+  fmtInt,
+  fmtRatio,
+  interleave,
+  median,
+  processCpuSeconds,
+  selected,
+  sleep,
+  summarize,
+  table,
+  target,
+  type BenchContext,
+  type BenchSection,
+} from './harness.js';
+import {
+  CACHE_STRATEGIES,
+  HIT_ROUTES,
+  type CacheMode,
+  type CacheRound,
+  type CacheServerMessage,
+  type FromCacheWorker,
+} from './cache.protocol.js';
+
+const WORKERS = 4;
+const FULL = { callers: 250, buildMs: 200 };
+const QUICK = { callers: 50, buildMs: 100 };
+/** After the last caller is served: time for releases and unsubscribes to land. */
+const SETTLE_MS = 300;
+/** How long a stale round waits after priming: past the 300 ms ttl the workers give entries. */
+const STALE_AFTER_MS = 500;
+/** Commands of a lock (in scripts too, as commandstats counts them): none may come with a hit. */
+const LOCK_COMMANDS = new Set([
+  'set',
+  'del',
+  'unlink',
+  'pexpire',
+  'pttl',
+  'publish',
+  'spublish',
+  'subscribe',
+  'ssubscribe',
+  'unsubscribe',
+  'sunsubscribe',
+]);
+
+interface HitLoad {
+  readonly rps: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly commandsPerRequest: number;
+  readonly lockCommandsPerRequest: number;
+  readonly serverCpuUs: number;
+  readonly failures: number;
+}
+
+let nextId = 0;
+
+async function hitLoad(
+  port: number,
+  route: string,
+  connections: number,
+  seconds: number,
+  admin: Redis,
+  serverPid: number,
+): Promise<HitLoad> {
+  const before = await commandStats(admin);
+  const cpu0 = processCpuSeconds(serverPid);
+  const result = await autocannon({
+    url: `http://127.0.0.1:${port}`,
+    connections,
+    duration: seconds,
+    requests: [
+      { method: 'GET', setupRequest: (request) => ({ ...request, path: `/${route}/${nextId++}` }) },
+    ],
+  });
+  const cpu = processCpuSeconds(serverPid) - cpu0;
+  const delta = commandDelta(before, await commandStats(admin));
+  const requests = Math.max(1, result['2xx'] + result.non2xx);
+  let lock = 0;
+  for (const [name, calls] of delta.byCommand) if (LOCK_COMMANDS.has(name)) lock += calls;
+  return {
+    rps: result['2xx'] / result.duration,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    commandsPerRequest: delta.total / requests,
+    lockCommandsPerRequest: lock / requests,
+    serverCpuUs: (cpu * 1e6) / requests,
+    failures: result.non2xx + result.errors,
+  };
+}
+
+async function hitPath(context: BenchContext): Promise<void> {
+  const { quick, redis, report } = context;
+  const server = fork(fileURLToPath(new URL('./cache.server.js', import.meta.url)), [], {
+    env: { ...process.env, BENCH_REDIS_PORT: String(redis.port) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const exited = new Promise((resolve) => server.once('exit', resolve));
+  const admin = redis.client();
+  try {
+    const { port } = await new Promise<CacheServerMessage>((resolve, reject) => {
+      server.once('message', resolve);
+      server.once('exit', (code) => reject(new Error(`cache server exited with ${code}`)));
+    });
+    const rounds = quick ? 1 : 5;
+    const seconds = quick ? 1 : 3;
+    const levels = [16, 64];
+    const runs = levels.flatMap((connections) =>
+      HIT_ROUTES.map(({ route }) => ({ route, connections })),
+    );
+    const results = new Map<(typeof runs)[number], HitLoad[]>(runs.map((r) => [r, []]));
+    await interleave(
+      runs,
+      rounds,
+      1,
+      (run, round) => {
+        report.progress(
+          `cache hit path: ${run.route}, ${run.connections} connections, round ${round}`,
+        );
+        return hitLoad(
+          port,
+          run.route,
+          run.connections,
+          round < 0 ? 1 : seconds,
+          admin,
+          server.pid!,
+        );
+      },
+      (run, load) => results.get(run)!.push(load),
+    );
+    const rows: string[][] = [];
+    for (const connections of levels) {
+      const of = (route: string): HitLoad[] =>
+        results.get(runs.find((r) => r.route === route && r.connections === connections)!)!;
+      const aside = of('aside');
+      for (const { route, label } of HIT_ROUTES) {
+        const loads = of(route);
+        const ratio = median(loads.map((l, i) => l.rps / aside[i]!.rps));
+        const lock = Math.max(...loads.map((l) => l.lockCommandsPerRequest));
+        rows.push([
+          label,
+          String(connections),
+          fmtInt(median(loads.map((l) => l.rps))),
+          fmtRatio(ratio),
+          fmt(median(loads.map((l) => l.p50)), 2),
+          fmt(median(loads.map((l) => l.p99)), 2),
+          fmt(median(loads.map((l) => l.commandsPerRequest)), 2),
+          fmt(lock, 2),
+          fmt(median(loads.map((l) => l.serverCpuUs)), 0),
+          String(loads.reduce((n, l) => n + l.failures, 0)),
+        ]);
+        if (route.startsWith('buffer-cache')) {
+          const form = route === 'buffer-cache' ? 'getOrSet(key, f, { ttl })' : 'getOrSet(key, f)';
+          target(
+            `cache hit path, ${form} (${connections} connections): ≥ 0.95× hand-written cache-aside`,
+            fmtRatio(ratio),
+            ratio >= 0.95,
+          );
+          target(
+            `cache hit path, ${form} (${connections} connections): 0 lock commands per hit`,
+            `${fmt(lock, 3)} (max over rounds)`,
+            lock === 0,
+          );
+        }
+      }
+    }
+    report.add(
+      `### Hit path\n\n` +
+        `One Nest (Express) app in its own process; every route serves the same warm entry (a ` +
+        `small JSON object). **cache-aside by hand**: \`GET\` with ioredis, \`JSON.parse\`, ` +
+        `return (the client has the module's client settings, \`FAIL_FAST_CLIENT_DEFAULTS\`, ` +
+        `auto-pipelining among them, as the BufferCache route's client has). ` +
+        `**BufferCache.getOrSet**: the built-in store on the lock's client (one EVALSHA of a GET ` +
+        `script per hit), once with \`{ ttl }\` per call (validated on every call) and once with ` +
+        `no options (the module's \`cacheDefaults\`). **@SingleFlight around the handler**: the hand-written route under ` +
+        `\`@SingleFlight((id) => 'item:' + id)\`, each request a new id: a lock and a release per ` +
+        `request, as today's pattern pays. **CacheInterceptor**: \`@nestjs/cache-manager\` 12 with ` +
+        `\`@CacheKey\` on one key, cache-manager 7 over a Keyv **Redis** store (\`@keyv/redis\`, ` +
+        `its own node-redis client) on the same Redis. autocannon in the bench process, ` +
+        `${rounds} round(s) of ${seconds} s per route and connection count, interleaved; ratios ` +
+        `are medians of per-round ratios to the hand-written route. Lock commands: SET, DEL, ` +
+        `SPUBLISH, PEXPIRE, (S)SUBSCRIBE… per request from \`INFO commandstats\`, which counts ` +
+        `those run inside scripts too (max over rounds).\n\n` +
+        table(
+          [
+            'route',
+            'connections',
+            'requests/s',
+            'vs cache-aside',
+            'p50 ms',
+            'p99 ms',
+            'Redis cmds/request',
+            'lock cmds/request',
+            'app µs CPU/request',
+            'errors + non-2xx',
+          ],
+          rows,
+        ),
+    );
+  } finally {
+    admin.disconnect();
+    if (server.connected) server.send('exit');
+    const timer = setTimeout(() => server.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+interface Worker {
+  readonly process: ChildProcess;
+  next<T extends FromCacheWorker['type']>(type: T): Promise<Extract<FromCacheWorker, { type: T }>>;
+}
+
+function startWorker(port: number, callers: number, buildMs: number): Worker {
+  const child = fork(fileURLToPath(new URL('./cache.worker.js', import.meta.url)), [], {
+    env: {
+      ...process.env,
+      BENCH_REDIS_PORT: String(port),
+      BENCH_CALLERS: String(callers),
+      BENCH_BUILD_MS: String(buildMs),
+    },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const queue: FromCacheWorker[] = [];
+  const waiting: { resolve(m: FromCacheWorker): void; reject(e: Error): void }[] = [];
+  let failure: Error | undefined;
+  child.on('message', (message: FromCacheWorker) => {
+    const waiter = waiting.shift();
+    if (waiter) waiter.resolve(message);
+    else queue.push(message);
+  });
+  child.on('exit', (code) => {
+    failure = new Error(`cache worker exited with ${code}`);
+    for (const waiter of waiting.splice(0)) waiter.reject(failure);
+  });
+  return {
+    process: child,
+    async next(type) {
+      const message = await new Promise<FromCacheWorker>((resolve, reject) => {
+        const queued = queue.shift();
+        if (queued) resolve(queued);
+        else if (failure) reject(failure);
+        else waiting.push({ resolve, reject });
+      });
+      if (message.type !== type)
+        throw new Error(`expected ${type} from a worker, got ${message.type}`);
+      return message as Extract<FromCacheWorker, { type: typeof type }>;
+    },
+  };
+}
+
+interface Round {
+  readonly builds: number;
+  readonly commands: number;
+  readonly beyondReads: number;
+  readonly busiest: string;
+  readonly waited: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
+  readonly lastAfterBuild: number;
+  readonly errors: number;
+  readonly firstError?: string;
+}
+
+function summarizeRound(
+  results: readonly CacheRound[],
+  before: Map<string, number>,
+  after: Map<string, number>,
+): Round {
+  const delta = commandDelta(before, after);
+  const latencies = summarize(results.flatMap((r) => r.latencies));
+  const buildEnds = results.flatMap((r) => r.buildEnds);
+  const lastServed = Math.max(...results.map((r) => r.lastServed));
+  const readCommands = results.reduce((n, r) => n + r.reads * r.commandsPerRead, 0);
+  return {
+    builds: results.reduce((n, r) => n + r.builds, 0),
+    commands: delta.total,
+    beyondReads: delta.total - readCommands,
+    busiest: describeCommands(delta.byCommand),
+    waited: results.reduce((n, r) => n + r.waited, 0),
+    p50: latencies.p50,
+    p99: latencies.p99,
+    max: latencies.max,
+    lastAfterBuild: buildEnds.length ? lastServed - Math.max(...buildEnds) : Number.NaN,
+    errors: results.reduce((n, r) => n + r.errors, 0),
+    firstError: results.find((r) => r.firstError)?.firstError,
+  };
+}
+
+async function stampedes(context: BenchContext): Promise<void> {
+  const { quick, redis, report } = context;
+  const rounds = quick ? 1 : 5;
+  const { callers, buildMs } = quick ? QUICK : FULL;
+  report.progress(`cache stampede: starting ${WORKERS} workers`);
+  const workers = Array.from({ length: WORKERS }, () => startWorker(redis.port, callers, buildMs));
+  const admin = redis.client();
+  try {
+    const ready = await Promise.all(workers.map((w) => w.next('ready')));
+    const unavailable = ready[0]!.unavailable;
+    const strategies = CACHE_STRATEGIES.filter((s) => !unavailable[s] && selected(context, s));
+    const modes: CacheMode[] = ['cold', 'hit', 'stale'];
+    const results = new Map<string, Round[]>();
+    const of = (mode: CacheMode, strategy: string): Round[] => {
+      const name = `${mode} ${strategy}`;
+      if (!results.has(name)) results.set(name, []);
+      return results.get(name)!;
+    };
+    let serial = 0;
+    for (const mode of modes) {
+      await interleave(
+        strategies,
+        rounds,
+        quick ? 0 : 1,
+        async (strategy, round) => {
+          report.progress(`cache stampede: ${mode}, ${strategy}, round ${round}`);
+          const key = `cache:${mode}:${serial++}:${Date.now()}`;
+          if (mode !== 'cold') {
+            workers[0]!.process.send({ type: 'prime', strategy, key, mode });
+            await workers[0]!.next('primed');
+            if (mode === 'stale') await sleep(STALE_AFTER_MS);
+          }
+          const before = await commandStats(admin);
+          for (const w of workers) w.process.send({ type: 'go', strategy, key, mode });
+          const done = await Promise.all(workers.map((w) => w.next('done')));
+          await sleep(SETTLE_MS);
+          return summarizeRound(
+            done.map((d) => d.result),
+            before,
+            await commandStats(admin),
+          );
+        },
+        (strategy, summary) => of(mode, strategy).push(summary),
+      );
+    }
+
+    const m = (rs: readonly Round[], pick: (r: Round) => number): number => median(rs.map(pick));
+    const errorText = (rs: readonly Round[]): string => {
+      const errors = rs.reduce((n, r) => n + r.errors, 0);
+      return errors ? `${errors}: ${rs.find((r) => r.firstError)?.firstError?.slice(0, 70)}` : '0';
+    };
+    const missing = (strategy: string): string[] | undefined =>
+      unavailable[strategy]
+        ? [strategy, unavailable[strategy]!]
+        : !strategies.includes(strategy as (typeof strategies)[number])
+          ? [strategy, 'not run (--filter)']
+          : undefined;
+
+    const coldRows = CACHE_STRATEGIES.map((strategy) => {
+      const absent = missing(strategy);
+      if (absent) return [...absent, '', '', '', '', '', '', '', ''];
+      const rs = of('cold', strategy);
+      return [
+        strategy,
+        `${fmt(
+          m(rs, (r) => r.builds),
+          0,
+        )} (max ${Math.max(...rs.map((r) => r.builds))})`,
+        fmtInt(m(rs, (r) => r.commands)),
+        fmt(m(rs, (r) => r.beyondReads) / WORKERS, 1),
+        rs[rs.length - 1]!.busiest,
+        fmt(
+          m(rs, (r) => r.p50),
+          1,
+        ),
+        fmt(
+          m(rs, (r) => r.p99),
+          1,
+        ),
+        fmt(
+          m(rs, (r) => r.max),
+          1,
+        ),
+        fmt(
+          m(rs, (r) => r.lastAfterBuild),
+          1,
+        ),
+        errorText(rs),
+      ];
+    });
+    const staleRows = CACHE_STRATEGIES.map((strategy) => {
+      const absent = missing(strategy);
+      if (absent) return [...absent, '', '', '', '', '', '', ''];
+      const rs = of('stale', strategy);
+      const hits = of('hit', strategy);
+      const hitP99 = m(hits, (r) => r.p99);
+      return [
+        strategy,
+        `${fmt(
+          m(rs, (r) => r.builds),
+          0,
+        )} (max ${Math.max(...rs.map((r) => r.builds))})`,
+        `${fmt(
+          m(rs, (r) => r.waited),
+          0,
+        )} (max ${Math.max(...rs.map((r) => r.waited))})`,
+        fmt(
+          m(rs, (r) => r.p50),
+          1,
+        ),
+        fmt(
+          m(rs, (r) => r.p99),
+          1,
+        ),
+        fmt(hitP99, 1),
+        fmt(m(rs, (r) => r.p99) - hitP99, 1),
+        fmt(m(rs, (r) => r.beyondReads) / WORKERS, 1),
+        errorText(rs),
+      ];
+    });
+    report.add(
+      `### Cold stampede\n\n` +
+        `${WORKERS} worker processes × ${callers} concurrent callers ask for one cold key; the ` +
+        `build takes ${buildMs} ms. ${rounds} round(s) per strategy, interleaved; medians over ` +
+        `rounds. **BufferCache.getOrSet**: a Nest application context per worker with ` +
+        `\`BufferLockModule.forRoot({ redis: url, lockTimeout: 5 })\`, the built-in store. ` +
+        `**CacheInterceptor-style**: what the interceptor does per request, on cache-manager 7 ` +
+        `over Keyv + \`@keyv/redis\`: get, and on a miss build and set, nothing coalesced. ` +
+        `**cache-manager wrap()**: the same cache, \`wrap(key, build, ttl)\` (one flight per key ` +
+        `in a process). **bentocache getOrSet**: bentocache 1.6 with its Redis (L2) layer alone ` +
+        `on an ioredis 6 client (no memory layer, no bus). Commands: every command the server ` +
+        `ran from the go signal until ${SETTLE_MS} ms after the last answer (\`INFO ` +
+        `commandstats\`, commands inside scripts counted too); "beyond reads" leaves out the ` +
+        `callers' own cache reads (one GET each, or for BufferCache one EVALSHA and the GET it ` +
+        `runs), counted in the workers; the re-read under the lock counts as beyond. Latency is ` +
+        `per caller from the go signal; "last served" is ms from the end of the last build to the ` +
+        `last answer.\n\n` +
+        table(
+          [
+            'strategy',
+            'builds',
+            'Redis cmds',
+            'cmds/process beyond reads',
+            'busiest commands',
+            'p50 ms',
+            'p99 ms',
+            'max ms',
+            'last served after build, ms',
+            'errors',
+          ],
+          coldRows,
+        ),
+    );
+    report.add(
+      `### Stale stampede\n\n` +
+        `The same load on an entry past its ttl: one worker primes the key, and the round starts ` +
+        `${STALE_AFTER_MS} ms later. BufferCache: \`{ ttl: 0.3, grace: 60 }\`; bentocache: ` +
+        `\`{ ttl: 300, grace: '1m', timeout: 0 }\` (a graced value returned at once, refreshed in ` +
+        `the background); wrap(): ttl ${10_000} ms with \`refreshThreshold\` ${10_000 - 300} ms ` +
+        `(its stale-while-refresh: under 300 ms of use, the value is returned and rebuilt in the ` +
+        `background); CacheInterceptor-style has no grace (ttl 300 ms): its entry is gone, so ` +
+        `this is a cold stampede for it. Refreshes: factory runs in the fleet (each worker waits ` +
+        `${buildMs} ms + 100 ms after its last answer, so background ones count). Waited: ` +
+        `callers whose value was built in the round. "hit p99" is the p99 of the same load on a ` +
+        `fresh entry (${rounds} round(s) per strategy, the same way), the hit path this is held ` +
+        `against.\n\n` +
+        table(
+          [
+            'strategy',
+            'refreshes',
+            'callers waited',
+            'p50 ms',
+            'p99 ms',
+            'hit p99 ms',
+            'p99 − hit p99, ms',
+            'cmds/process beyond reads',
+            'errors',
+          ],
+          staleRows,
+        ),
+    );
+
+    const name = 'BufferCache.getOrSet';
+    if (!strategies.includes(name)) return;
+    const cold = of('cold', name);
+    const stale = of('stale', name);
+    const hit = of('hit', name);
+    const coldMax = Math.max(...cold.map((r) => r.builds));
+    target(
+      'cold stampede: exactly 1 build (every round)',
+      `max ${coldMax}`,
+      coldMax === 1 && cold.every((r) => r.builds === 1),
+    );
+    const beyond = m(cold, (r) => r.beyondReads) / WORKERS;
+    target(
+      'cold stampede: ≤ 10 Redis commands per process beyond cache reads',
+      fmt(beyond, 1),
+      beyond <= 10,
+    );
+    const coldP99 = m(cold, (r) => r.p99);
+    target(
+      `cold stampede: p99 ≤ build + 15 ms (${buildMs + 15} ms)`,
+      `${fmt(coldP99, 1)} ms`,
+      coldP99 <= buildMs + 15,
+    );
+    const staleMax = Math.max(...stale.map((r) => r.builds));
+    target(
+      'stale stampede: exactly 1 refresh (every round)',
+      `max ${staleMax}`,
+      stale.every((r) => r.builds === 1),
+    );
+    const waited = Math.max(...stale.map((r) => r.waited));
+    target('stale stampede: 0 callers waiting', `max ${waited}`, waited === 0);
+    const gap = m(stale, (r) => r.p99) - m(hit, (r) => r.p99);
+    target(
+      'stale stampede: p99 within 5 ms of the hit path p99 (same load, fresh entry)',
+      `${gap >= 0 ? '+' : ''}${fmt(gap, 1)} ms`,
+      Math.abs(gap) <= 5,
+    );
+  } finally {
+    for (const w of workers) if (w.process.connected) w.process.send({ type: 'exit' });
+    await Promise.all(
+      workers.map((w) =>
+        w.process.exitCode !== null
+          ? undefined
+          : new Promise((r) => {
+              const timer = setTimeout(() => w.process.kill('SIGKILL'), 5000);
+              w.process.once('exit', () => r(clearTimeout(timer)));
+            }),
+      ),
+    );
+    admin.disconnect();
+  }
+}
+
+export const cacheSection: BenchSection = {
+  id: 'cache',
+  title: '7. Cache',
+  async run(context: BenchContext) {
+    context.report.add(`## 7. Cache\n`);
+    await hitPath(context);
+    await stampedes(context);
+  },
+};

@@ -1,0 +1,66 @@
+// Messages between cache.bench.ts and its worker processes (cache.worker.ts), and the routes of
+// its HTTP app (cache.server.ts).
+
+/** How a round finds its key: missing, past its ttl (within grace), or fresh. */
+export type CacheMode = 'cold' | 'stale' | 'hit';
+
+/** Parent → worker. */
+export type ToCacheWorker =
+  /** One call that builds and stores the key's entry (before a stale or hit round). */
+  | {
+      readonly type: 'prime';
+      readonly strategy: string;
+      readonly key: string;
+      readonly mode: CacheMode;
+    }
+  | {
+      readonly type: 'go';
+      readonly strategy: string;
+      readonly key: string;
+      readonly mode: CacheMode;
+    }
+  | { readonly type: 'exit' };
+
+/** Worker → parent. */
+export type FromCacheWorker =
+  | { readonly type: 'ready'; readonly unavailable: Readonly<Record<string, string>> }
+  | { readonly type: 'primed' }
+  | { readonly type: 'done'; readonly result: CacheRound };
+
+export interface CacheRound {
+  /** Factory runs in this worker during the round, background refreshes included. */
+  readonly builds: number;
+  /** Epoch ms at the end of each factory run. */
+  readonly buildEnds: readonly number[];
+  /** Per caller, ms from `go` to its answer. */
+  readonly latencies: readonly number[];
+  /** Epoch ms of the last caller's answer in this worker. */
+  readonly lastServed: number;
+  /** Callers whose value was built in this round: they waited for a build. */
+  readonly waited: number;
+  /** The callers' cache reads (each a round trip) and the commandstats entries of one. */
+  readonly reads: number;
+  readonly commandsPerRead: number;
+  readonly errors: number;
+  readonly firstError?: string;
+}
+
+/** Strategies of the stampede rounds, in table order; the parent and the workers share them. */
+export const CACHE_STRATEGIES = [
+  'BufferCache.getOrSet',
+  'CacheInterceptor-style (get → build → set)',
+  'cache-manager wrap()',
+  'bentocache getOrSet',
+] as const;
+
+/** The routes of the hit-path app, in table order: `/<route>/<id>`. */
+export const HIT_ROUTES = [
+  { route: 'aside', label: 'cache-aside by hand (ioredis GET)' },
+  { route: 'buffer-cache', label: 'BufferCache.getOrSet(key, f, { ttl })' },
+  { route: 'buffer-cache-defaults', label: 'BufferCache.getOrSet(key, f), cacheDefaults' },
+  { route: 'single-flight', label: '@SingleFlight around the handler' },
+  { route: 'interceptor', label: 'CacheInterceptor (Keyv Redis store)' },
+] as const;
+
+/** What the hit-path server sends once it is up. */
+export type CacheServerMessage = { readonly type: 'listening'; readonly port: number };

@@ -1,0 +1,231 @@
+// One worker process of the cache benchmark: 250 concurrent callers per `go`, each asking for the
+// same key through one cache strategy (cold, stale or fresh). Started by cache.bench.ts with fork().
+import 'reflect-metadata';
+import KeyvRedis from '@keyv/redis';
+import { Module, type INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { createCache } from 'cache-manager';
+import { Redis } from 'ioredis';
+import { Keyv } from 'keyv';
+import { BufferCache, BufferLockModule } from '../../lib/index.js';
+import { epochMs, sleep } from './harness.js';
+import type { CacheMode, CacheRound, FromCacheWorker, ToCacheWorker } from './cache.protocol.js';
+
+const port = Number(process.env['BENCH_REDIS_PORT']);
+const callers = Number(process.env['BENCH_CALLERS'] ?? 250);
+const buildMs = Number(process.env['BENCH_BUILD_MS'] ?? 200);
+const url = `redis://127.0.0.1:${port}`;
+
+/** A cached value: which round's build made it. */
+interface Report {
+  readonly builtBy: number;
+  readonly round: string;
+}
+
+// Per round: the factory runs, and the reads the strategies' callers make.
+let round = '';
+let builds = 0;
+let buildEnds: number[] = [];
+let reads = 0;
+
+async function build(): Promise<Report> {
+  builds++;
+  await sleep(buildMs);
+  buildEnds.push(epochMs());
+  return { builtBy: process.pid, round };
+}
+
+/** The stale rounds' freshness: BufferCache and bentocache serve an entry past its ttl in grace. */
+const STALE_TTL_MS = 300;
+/** cache-manager's wrap() refreshes in the background once less than this much ttl is left. */
+const WRAP_TTL_MS = 10_000;
+const WRAP_REFRESH_THRESHOLD_MS = WRAP_TTL_MS - STALE_TTL_MS;
+
+interface Strategy {
+  call(key: string, mode: CacheMode): Promise<Report>;
+  /** commandstats entries of one cache read (a script read counts its GET too). */
+  readonly commandsPerRead: number;
+}
+
+const strategies = new Map<string, Strategy>();
+const unavailable: Record<string, string> = {};
+const closers: (() => Promise<unknown>)[] = [];
+
+/** A Keyv on @keyv/redis whose reads are counted. */
+function countedKeyv(namespace: string): Keyv {
+  const keyv = new Keyv({ store: new KeyvRedis(url), namespace });
+  const get = keyv.get.bind(keyv) as (...args: unknown[]) => Promise<unknown>;
+  (keyv as unknown as { get: typeof get }).get = (...args) => {
+    reads++;
+    return get(...args);
+  };
+  closers.push(() => keyv.disconnect());
+  return keyv;
+}
+
+async function setUp(): Promise<void> {
+  // BufferCache from the module, on the lock's own Redis client (the built-in store).
+  // oxlint-disable-next-line typescript/no-extraneous-class -- a Nest module class is empty
+  const CacheApp = class {};
+  Module({
+    imports: [
+      BufferLockModule.forRoot({
+        redis: url,
+        namespace: 'bench:cache:',
+        lockTimeout: 5,
+        logger: { log() {}, warn() {}, error() {} },
+      }),
+    ],
+  })(CacheApp);
+  const app: INestApplicationContext = await NestFactory.createApplicationContext(CacheApp, {
+    logger: false,
+  });
+  closers.push(() => app.close());
+  const cache = app.get(BufferCache);
+  cache.on('hit', () => void reads++);
+  cache.on('miss', () => void reads++);
+  cache.on('stale', () => void reads++);
+  strategies.set('BufferCache.getOrSet', {
+    commandsPerRead: 2,
+    call: (key, mode) =>
+      cache.getOrSet(
+        key,
+        build,
+        mode === 'stale' ? { ttl: STALE_TTL_MS / 1000, grace: 60 } : { ttl: 60 },
+      ),
+  });
+
+  // What CacheInterceptor does per request: get; on a miss, run the handler and set. No
+  // coalescing, and no stale serving: an entry past its ttl is gone.
+  const aside = createCache({ stores: [countedKeyv('bench-aside')] });
+  strategies.set('CacheInterceptor-style (get → build → set)', {
+    commandsPerRead: 1,
+    async call(key, mode) {
+      const hit = await aside.get<Report>(key);
+      if (hit !== undefined && hit !== null) return hit;
+      const value = await build();
+      await aside.set(key, value, mode === 'stale' ? STALE_TTL_MS : 60_000);
+      return value;
+    },
+  });
+
+  // wrap(): one flight per key in the process; a value with less than refreshThreshold of its
+  // ttl left is returned while it is rebuilt in the background (one rebuild per process).
+  const wrapped = createCache({ stores: [countedKeyv('bench-wrap')] });
+  strategies.set('cache-manager wrap()', {
+    commandsPerRead: 1,
+    call: (key, mode) =>
+      mode === 'stale'
+        ? wrapped.wrap(key, build, WRAP_TTL_MS, WRAP_REFRESH_THRESHOLD_MS)
+        : wrapped.wrap(key, build, 60_000),
+  });
+
+  await setUpBentocache();
+}
+
+/** bentocache, its Redis (L2) layer alone, on an ioredis client whose GETs are counted. */
+async function setUpBentocache(): Promise<void> {
+  const name = 'bentocache getOrSet';
+  try {
+    const { BentoCache, bentostore } = await import('bentocache');
+    const { redisDriver } = await import('bentocache/drivers/redis');
+    const connection = new Redis({ port, host: '127.0.0.1' });
+    const get = connection.get.bind(connection);
+    connection.get = ((...args: Parameters<typeof get>) => {
+      reads++;
+      return get(...args);
+    }) as typeof get;
+    const bento = new BentoCache({
+      default: 'redis',
+      stores: {
+        redis: bentostore().useL2Layer(redisDriver({ connection, prefix: 'bench-bento' })),
+      },
+    });
+    closers.push(() => bento.disconnectAll());
+    const call = (key: string, mode: CacheMode): Promise<Report> =>
+      bento.getOrSet({
+        key,
+        factory: build,
+        ...(mode === 'stale' ? { ttl: STALE_TTL_MS, grace: '1m', timeout: 0 } : { ttl: '1m' }),
+      });
+    // Fails here, not in a round, if the driver does not work with this ioredis.
+    await call(`probe:${process.pid}`, 'cold');
+    strategies.set(name, { commandsPerRead: 1, call });
+  } catch (error) {
+    unavailable[name] =
+      `failed to start: ${error instanceof Error ? error.message : String(error)}`;
+  }
+}
+
+async function go(strategy: Strategy, key: string, mode: CacheMode): Promise<CacheRound> {
+  round = `go:${key}`;
+  builds = 0;
+  buildEnds = [];
+  reads = 0;
+  const latencies: number[] = [];
+  let lastServed = 0;
+  let waited = 0;
+  let errors = 0;
+  let firstError: string | undefined;
+  const start = epochMs();
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      try {
+        const value = await strategy.call(key, mode);
+        if (value.round === round) waited++;
+      } catch (error) {
+        errors++;
+        firstError ??= error instanceof Error ? error.message : String(error);
+      }
+      const now = epochMs();
+      latencies.push(now - start);
+      lastServed = Math.max(lastServed, now);
+    }),
+  );
+  const callerReads = reads;
+  // Background refreshes (stale rounds) end after the callers: wait for them, so they count.
+  if (mode === 'stale') await sleep(buildMs + 100);
+  return {
+    builds,
+    buildEnds,
+    latencies,
+    lastServed,
+    waited,
+    reads: callerReads,
+    commandsPerRead: strategy.commandsPerRead,
+    errors,
+    firstError,
+  };
+}
+
+const send = (message: FromCacheWorker): void => void process.send!(message);
+
+async function handle(message: ToCacheWorker): Promise<void> {
+  if (message.type === 'exit') {
+    await Promise.allSettled(closers.map((close) => close()));
+    process.exit(0);
+  }
+  const strategy = strategies.get(message.strategy);
+  if (!strategy) throw new Error(`strategy ${message.strategy} is not available`);
+  if (message.type === 'prime') {
+    round = 'prime';
+    await strategy.call(message.key, message.mode);
+    return send({ type: 'primed' });
+  }
+  send({ type: 'done', result: await go(strategy, message.key, message.mode) });
+}
+
+process.on('message', (message: ToCacheWorker) => {
+  handle(message).catch((error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  });
+});
+
+setUp().then(
+  () => send({ type: 'ready', unavailable }),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);

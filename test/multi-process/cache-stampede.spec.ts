@@ -1,0 +1,154 @@
+import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import type { CacheCommand, CacheReply } from './cache.protocol.js';
+import { Worker } from './flight.workers.js';
+
+/**
+ * BufferCache.getOrSet across 3 real worker processes (Nest application contexts with
+ * BufferLockModule.forRoot({ redis: url }), compiled with tsc: child processes need runnable
+ * JavaScript) on one redis-server: a cold key is built once in the fleet, a stale key is served
+ * at once while one worker refreshes it, and a fresh hit costs one read and no lock command.
+ */
+
+const root = new URL('../..', import.meta.url).pathname;
+const WORKER = '.build/multi-process/test/multi-process/cache.worker.js';
+const WORKERS = 3;
+const CALLERS = 100;
+const BUILD_MS = 200;
+
+type CacheWorker = Worker<CacheCommand, CacheReply>;
+type Answers = Extract<CacheReply, { results: unknown }>;
+type Settled = Extract<CacheReply, { runs: unknown }>;
+
+let server: RedisServer;
+let admin: Redis;
+let workers: CacheWorker[] = [];
+
+beforeAll(async () => {
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const build = spawnSync(process.execPath, [tsc, '-p', 'test/multi-process/tsconfig.json'], {
+    cwd: root,
+    encoding: 'utf8',
+  });
+  if (build.status !== 0) throw new Error(`tsc failed:\n${build.stdout}`);
+  server = await startRedis();
+  admin = server.client();
+  workers = await Promise.all(
+    Array.from({ length: WORKERS }, () =>
+      Worker.start<CacheCommand, CacheReply>({ REDIS_URL: server.url }, WORKER),
+    ),
+  );
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.all(workers.map((w) => w.stop()));
+  await server?.stop();
+});
+
+/** Every worker makes `CALLERS` concurrent getOrSet calls of `key`; all answers, in one list. */
+async function stampede(key: string, ttl: number, grace: number): Promise<Answers['results']> {
+  const replies = await Promise.all(
+    workers.map((w) =>
+      w.ask<Answers>({ cmd: 'get', key, callers: CALLERS, buildMs: BUILD_MS, ttl, grace }),
+    ),
+  );
+  return replies.flatMap((reply) => reply.results);
+}
+
+/** What every worker did, once nothing is in flight anywhere. */
+const settle = (): Promise<Settled[]> =>
+  Promise.all(workers.map((w) => w.ask<Settled>({ cmd: 'settle' })));
+
+const runsOf = (settled: readonly Settled[], key: string) =>
+  settled.flatMap((s) => s.runs.filter((run) => run.key === key));
+
+/** Calls of every command so far (INFO commandstats). */
+async function commandCalls(): Promise<Map<string, number>> {
+  const calls = new Map<string, number>();
+  for (const [, name, count] of String(await admin.info('commandstats')).matchAll(
+    /cmdstat_([^:]+):calls=(\d+)/g,
+  )) {
+    calls.set(name!, Number(count));
+  }
+  return calls;
+}
+
+function delta(after: Map<string, number>, before: Map<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, count] of after) {
+    const d = count - (before.get(name) ?? 0);
+    if (d > 0 && !['info', 'ping'].includes(name)) out[name] = d;
+  }
+  return out;
+}
+
+describe(`BufferCache.getOrSet across ${WORKERS} worker processes × ${CALLERS} callers`, () => {
+  it('a cold key: exactly one build in the fleet, every caller gets its value', async () => {
+    const results = await stampede('cold', 60, 0);
+    const runs = runsOf(await settle(), 'cold');
+    expect(runs).toHaveLength(1);
+    expect(results).toHaveLength(WORKERS * CALLERS);
+    const [run] = runs;
+    for (const { value, answeredAt } of results) {
+      expect(value).toEqual({
+        pid: run!.pid,
+        startedAt: run!.startedAt,
+        finishedAt: run!.finishedAt,
+      });
+      expect(answeredAt).toBeGreaterThanOrEqual(run!.finishedAt!);
+    }
+  }, 60_000);
+
+  it('a stale key: exactly one refresh in the fleet, every caller answered with the stale value before it finished', async () => {
+    // Built once with a short ttl and a long grace, then left to go stale.
+    const [first] = await stampede('stale', 0.3, 60);
+    const warm = runsOf(await settle(), 'stale');
+    expect(warm).toHaveLength(1);
+    await new Promise((r) => setTimeout(r, 400));
+
+    const results = await stampede('stale', 0.3, 60);
+    const settled = await settle();
+    const runs = runsOf(settled, 'stale');
+    expect(runs).toHaveLength(2); // the first build and exactly one refresh
+    const refresh = runs.find((run) => run.startedAt !== warm[0]!.startedAt)!;
+    const refreshedBy = settled.find((s) => s.runs.includes(refresh))!;
+    const builtEvents = refreshedBy.built.filter((b) => b.key === 'stale');
+    const refreshBuilt = builtEvents[builtEvents.length - 1]!.at;
+    expect(refreshBuilt).toBeGreaterThanOrEqual(refresh.finishedAt!);
+
+    expect(results).toHaveLength(WORKERS * CALLERS);
+    for (const { value, answeredAt } of results) {
+      expect(value).toEqual(first!.value); // the stale value: nobody waited for the refresh
+      expect(answeredAt).toBeLessThan(refresh.finishedAt!);
+      expect(answeredAt).toBeLessThan(refreshBuilt);
+    }
+    // And the refresh took: the next call is a fresh hit on the new value.
+    const [after] = (
+      await workers[1]!.ask<Answers>({
+        cmd: 'get',
+        key: 'stale',
+        callers: 1,
+        buildMs: BUILD_MS,
+        ttl: 60,
+        grace: 60,
+      })
+    ).results;
+    expect(after!.value.startedAt).toBe(refresh.startedAt);
+  }, 60_000);
+
+  it('fresh hits: one GET script per call and no lock command on the server', async () => {
+    await stampede('hot', 60, 0);
+    await settle();
+    const before = await commandCalls();
+    const results = await stampede('hot', 60, 0);
+    const commands = delta(await commandCalls(), before);
+    expect(results).toHaveLength(WORKERS * CALLERS);
+    // The one read is EVALSHA of GET (the GET inside the script is counted too); no SET NX, no
+    // release (DEL), no wake-up (SPUBLISH), no subscription.
+    expect(commands).toEqual({ evalsha: WORKERS * CALLERS, get: WORKERS * CALLERS });
+    expect(runsOf(await settle(), 'hot')).toHaveLength(1);
+  }, 60_000);
+});

@@ -1,0 +1,54 @@
+/** Messages between test/multi-process/cache-stampede.spec.ts and its worker processes (IPC). */
+
+/** What one factory run returned: who built it and when (epoch ms). */
+export interface Built {
+  readonly pid: number;
+  readonly startedAt: number;
+  readonly finishedAt: number;
+}
+
+/** What the parent asks a worker to do. */
+export type CacheCommand =
+  | {
+      readonly cmd: 'get';
+      readonly id: number;
+      /** The cache key. */
+      readonly key: string;
+      /** How many concurrent getOrSet calls to make. */
+      readonly callers: number;
+      /** How long the factory runs, in ms. */
+      readonly buildMs: number;
+      /** Seconds fresh and seconds of grace, passed to getOrSet. */
+      readonly ttl: number;
+      readonly grace: number;
+    }
+  /** Waits until every cross-process build or refresh this worker started has ended. */
+  | { readonly cmd: 'settle'; readonly id: number };
+
+/** One factory run in a worker (epoch ms). */
+export interface FactoryRun {
+  readonly key: string;
+  readonly pid: number;
+  readonly startedAt: number;
+  readonly finishedAt: number | undefined;
+}
+
+/** What a worker answers. */
+export type CacheReply =
+  | { readonly ready: true; readonly pid: number }
+  | { readonly started: string; readonly pid: number }
+  | {
+      readonly id: number;
+      /** Each caller's value and when its call resolved (epoch ms). */
+      readonly results: readonly { readonly value: Built; readonly answeredAt: number }[];
+    }
+  | {
+      readonly id: number;
+      /** Every factory run of this worker so far. */
+      readonly runs: readonly FactoryRun[];
+      /** When each `built` event of this worker came, by key (epoch ms). */
+      readonly built: readonly { readonly key: string; readonly at: number }[];
+      /** Cross-process builds (lock attempts) this worker started so far. */
+      readonly attempts: number;
+    }
+  | { readonly id: number; readonly error: string };

@@ -1,0 +1,105 @@
+/**
+ * A worker process of test/multi-process/cache-stampede.spec.ts: a Nest application context with
+ * BufferLockModule.forRoot({ redis: url }) and a method that reads through BufferCache.getOrSet,
+ * driven over IPC. Environment: REDIS_URL, NS.
+ */
+/* oxlint-disable typescript/no-extraneous-class -- Nest modules are empty classes with metadata */
+import 'reflect-metadata';
+import { Inject, Injectable, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { BufferCache, BufferLockModule, SingleFlightEngine } from '../../lib/index.js';
+import { CROSS_PROCESS } from '../../lib/single-flight/single-flight.engine.js';
+import type { Built, CacheCommand, CacheReply, FactoryRun } from './cache.protocol.js';
+
+const send = (reply: CacheReply): void => void process.send!(reply);
+
+const runs: FactoryRun[] = [];
+const built: { key: string; at: number }[] = [];
+
+@Injectable()
+class Reports {
+  constructor(@Inject(BufferCache) private readonly cache: BufferCache) {}
+
+  report(key: string, buildMs: number, ttl: number, grace: number): Promise<Built> {
+    return this.cache.getOrSet(
+      key,
+      async () => {
+        const run: { -readonly [K in keyof FactoryRun]: FactoryRun[K] } = {
+          key,
+          pid: process.pid,
+          startedAt: Date.now(),
+          finishedAt: undefined,
+        };
+        runs.push(run);
+        send({ started: key, pid: process.pid });
+        await new Promise((r) => setTimeout(r, buildMs));
+        run.finishedAt = Date.now();
+        return { pid: process.pid, startedAt: run.startedAt, finishedAt: run.finishedAt };
+      },
+      { ttl, grace },
+    );
+  }
+}
+
+@Module({
+  imports: [
+    BufferLockModule.forRoot({
+      redis: process.env['REDIS_URL']!,
+      namespace: process.env['NS'] ?? 'mp:cache:',
+      logger: { log() {}, warn() {}, error() {} },
+    }),
+  ],
+  providers: [Reports],
+})
+class WorkerModule {}
+
+const app = await NestFactory.createApplicationContext(WorkerModule, { logger: false });
+app.enableShutdownHooks();
+const reports = app.get(Reports);
+const cache = app.get(BufferCache);
+cache.on('built', (key) => void built.push({ key, at: Date.now() }));
+
+// Every cross-process build (lock, factory, write and release) the cache starts, tracked until it
+// ends, so that `settle` can tell when this worker has nothing left in flight.
+const engine = app.get(SingleFlightEngine);
+const crossProcess = engine[CROSS_PROCESS].bind(engine);
+const inFlight = new Set<Promise<unknown>>();
+let attempts = 0;
+engine[CROSS_PROCESS] = ((...args: Parameters<typeof crossProcess>) => {
+  attempts++;
+  const flight = crossProcess(...args);
+  const tracked = flight.then(
+    () => undefined,
+    () => undefined,
+  );
+  inFlight.add(tracked);
+  void tracked.then(() => inFlight.delete(tracked));
+  return flight;
+}) as typeof crossProcess;
+
+// Connected (and the GET script loaded) before the parent fires.
+await cache.get('warm-up');
+
+process.on('message', (command: CacheCommand) => {
+  void handle(command).catch((error: unknown) =>
+    send({ id: command.id, error: error instanceof Error ? error.stack! : String(error) }),
+  );
+});
+process.on('disconnect', () => void app.close().then(() => process.exit(0)));
+
+async function handle(command: CacheCommand): Promise<void> {
+  if (command.cmd === 'settle') {
+    while (inFlight.size > 0) await Promise.all(inFlight);
+    return send({ id: command.id, runs, built, attempts });
+  }
+  const { key, buildMs, ttl, grace } = command;
+  const results = await Promise.all(
+    Array.from({ length: command.callers }, async () => {
+      const value = await reports.report(key, buildMs, ttl, grace);
+      return { value, answeredAt: Date.now() };
+    }),
+  );
+  send({ id: command.id, results });
+}
+
+send({ ready: true, pid: process.pid });
