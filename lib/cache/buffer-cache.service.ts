@@ -79,6 +79,7 @@ interface Built {
 }
 
 const MAX_BACKOFF_MS = 30_000;
+const MAX_RESOLVED = 1000;
 
 /**
  * A cache that one worker in the whole fleet fills: a fresh hit costs one store read and no lock;
@@ -106,7 +107,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   private readonly builds = new LocalFlights();
   private readonly refreshes = new Map<string, Promise<Built | undefined>>();
   private readonly backoff = new Map<string, { until: number; failures: number }>();
-  private readonly resolved = new WeakMap<BufferCacheOptions, CacheSettings>();
+  private readonly resolved = new Map<string, CacheSettings>();
 
   constructor(given: BufferCacheParts) {
     super();
@@ -155,7 +156,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
 
   /** The value of `key` while its entry may be served (fresh or within `grace`), else `undefined`. */
   async get<T = unknown>(key: string): Promise<T | undefined> {
-    const entry = await this.entries.read(key, this.lockKeyOf(key));
+    const entry = await this.entries.lookup(key, this.lockKeyOf(key));
     return entry && this.now() < entry.staleUntil ? (entry.value as T) : undefined;
   }
 
@@ -179,7 +180,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   ): Promise<CacheLookup<Awaited<T>>> {
     const settings = this.settingsFor(options);
     const lockKey = this.lockKeyOf(key);
-    const entry = await this.entries.read(key, lockKey);
+    const entry = await this.entries.lookup(key, lockKey);
     const now = this.now();
     if (entry && now < entry.freshUntil) {
       this.emit('hit', key);
@@ -307,18 +308,42 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     return this.lock.redisKey(key);
   }
 
-  /** `options` over the defaults, validated; kept per options object (a decorator passes one). */
+  /**
+   * `options` over the defaults, validated once per set of values: callers pass a new object
+   * literal on every call, and validation costs far more than a cache read.
+   */
   private settingsFor(options: BufferCacheOptions | undefined): CacheSettings {
     if (options === undefined) return this.defaults;
-    let settings = this.resolved.get(options);
+    const id = optionsId(options);
+    let settings = id === undefined ? undefined : this.resolved.get(id);
     if (settings) return settings;
     const own = validateOptions(CacheOptionsDto, options, this.messages, 'partial');
     const merged: Record<string, unknown> = { ...this.defaults };
     for (const [name, value] of Object.entries(own)) if (value !== undefined) merged[name] = value;
     settings = merged as CacheSettings;
-    this.resolved.set(options, settings);
+    // Only valid values get here; a program that makes options up endlessly starts over.
+    if (this.resolved.size >= MAX_RESOLVED) this.resolved.clear();
+    if (id !== undefined) this.resolved.set(id, settings);
     return settings;
   }
+}
+
+const OPTION_NAMES = ['ttl', 'grace', 'timeout', 'lockTtl', 'lockTimeout'] as const;
+
+/**
+ * The values of `options` as one text, or `undefined` when one is neither a number nor a string
+ * (then it is validated every time: `['30']` must not pass for `'30'`).
+ */
+function optionsId(options: BufferCacheOptions): string | undefined {
+  let id = '';
+  for (const name of OPTION_NAMES) {
+    const value: unknown = options[name];
+    if (value !== undefined && typeof value !== 'number' && typeof value !== 'string') {
+      return undefined;
+    }
+    id += `${typeof value}:${String(value)}|`;
+  }
+  return id;
 }
 
 /** `promise`'s value if it settles within `ms`, else `undefined`. Never rejects. */

@@ -35,6 +35,8 @@ const reasonOf = (error: unknown): string =>
 export class EntryStore {
   private readonly store: BufferCacheStore;
   private readonly builtIn: boolean;
+  /** Lookups in progress, by store key: concurrent lookups of one key share one store read. */
+  private readonly reading = new Map<string, Promise<CacheEntry | undefined>>();
 
   constructor(private readonly parts: EntryStoreParts) {
     const { cache, lock } = parts;
@@ -42,7 +44,26 @@ export class EntryStore {
     this.builtIn = this.store instanceof RedisCacheStore;
   }
 
-  /** The entry of `key`, or `undefined` (missing, unreadable, or the store failed: logged). */
+  /**
+   * The entry of `key` for a lookup. Lookups of one key that overlap share one store read (and
+   * its entry): a hot key costs one read per round trip, not one per caller.
+   */
+  lookup(key: string, lockKey: string): Promise<CacheEntry | undefined> {
+    const storeKey = this.keyOf(key, lockKey);
+    const running = this.reading.get(storeKey);
+    if (running) return running;
+    const read = this.read(key, lockKey);
+    this.reading.set(storeKey, read);
+    const forget = (): void => void this.reading.delete(storeKey);
+    void read.then(forget, forget);
+    return read;
+  }
+
+  /**
+   * The entry of `key` as the store has it now (a read of its own: under the lock, an overlapping
+   * older read could miss what another worker just wrote), or `undefined` when it is missing,
+   * unreadable, or the store failed (logged).
+   */
   async read(key: string, lockKey: string): Promise<CacheEntry | undefined> {
     const text = await this.guarded(() => this.store.get(this.keyOf(key, lockKey)));
     if (text === undefined || text === null) return undefined;
