@@ -1,4 +1,14 @@
 import { Injectable, Module } from '@nestjs/common';
+import type { BufferCacheOptions } from '../lib/index.js';
+
+/**
+ * How long a report is fresh, then served stale while one worker refreshes it (seconds). A
+ * decorator's options are fixed when the class is defined, so they come from the environment here.
+ */
+export const REPORT_CACHE: BufferCacheOptions = {
+  ttl: Number(process.env.REPORT_TTL ?? 60),
+  grace: Number(process.env.REPORT_GRACE ?? 600),
+};
 
 /** The sample's settings, from the environment (strings, as real config delivers them). */
 @Injectable()

@@ -1,7 +1,8 @@
 /**
  * The stampede demo: several workers (node:cluster) share one Redis; many concurrent requests ask
- * for one cold report. With @SingleFlight one worker builds it and the rest wait for it; without a
- * lock every request that misses the cache builds it again.
+ * for one report. Three rounds: a cold key behind a plain cache-aside with no lock (every request
+ * that misses builds), a cold key behind @Cached (one worker builds, the rest wait for it), and a
+ * stale key behind @Cached (everyone is served the stale report at once, one worker refreshes it).
  *
  *   npm run demo                      # 3 workers, 300 requests, 500 ms builds
  *   npm run demo -- --workers 4 --requests 1000 --json
@@ -10,21 +11,24 @@
  * PATH, it starts a throwaway server on a free port and stops it at the end.
  */
 import cluster, { type Worker } from 'node:cluster';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../test/support/redis-server.js';
 import { redactUrl } from './config.js';
 import { bootstrap } from './main.js';
-import type { Report } from './reports/report-cache.js';
 
 const DEFAULT_URL = 'redis://127.0.0.1:6379';
+
+/** The workers' report cache: fresh for TTL_S, then served stale for a long grace. */
+const TTL_S = 5;
+const GRACE_S = 600;
 
 interface Round {
   label: string;
   builds: number;
   answered: number;
-  sameReport: boolean;
-  seconds: number;
+  slowestMs: number;
 }
 
 async function answers(url: string): Promise<boolean> {
@@ -53,31 +57,46 @@ async function redis(): Promise<{ url: string; note: string; throwaway?: RedisSe
   return { url: throwaway.url, note: `${throwaway.url} (throwaway redis-server)`, throwaway };
 }
 
-async function round(label: string, url: string, requests: number, id: string, path: string) {
-  const started = performance.now();
+const buildsOf = async (base: string, id: string): Promise<number> =>
+  ((await (await fetch(`${base}/reports/${id}/builds`)).json()) as { builds: number }).builds;
+
+/**
+ * `requests` concurrent GETs of one report (`path` after its id), and the builds they caused,
+ * counted `settleMs` after the last reply (a background refresh counts too).
+ */
+async function round(
+  label: string,
+  base: string,
+  requests: number,
+  id: string,
+  { path = '', settleMs = 0 } = {},
+) {
+  const before = await buildsOf(base, id);
   const replies = await Promise.all(
     Array.from({ length: requests }, async () => {
-      const reply = await fetch(`${url}/reports/${id}${path}`);
-      return reply.ok ? ((await reply.json()) as Report) : undefined;
+      const started = performance.now();
+      const reply = await fetch(`${base}/reports/${id}${path}`);
+      const ok = reply.ok && (await reply.json()) !== undefined;
+      return { ok, ms: performance.now() - started };
     }),
   );
-  const seconds = (performance.now() - started) / 1000;
-  const builds = ((await (await fetch(`${url}/reports/${id}/builds`)).json()) as { builds: number })
-    .builds;
-  const answered = replies.filter((reply) => reply !== undefined);
-  const sameReport = new Set(answered.map((r) => `${r!.builtBy}@${r!.builtAt}`)).size === 1;
-  return { label, builds, answered: answered.length, sameReport, seconds } satisfies Round;
+  await sleep(settleMs);
+  return {
+    label,
+    builds: (await buildsOf(base, id)) - before,
+    answered: replies.filter((reply) => reply.ok).length,
+    slowestMs: Math.max(...replies.map((reply) => reply.ms)),
+  } satisfies Round;
 }
 
 function print(rounds: Round[], requests: number): void {
   const rows = [
-    ['', 'builds', 'answered', 'one report', 'time'],
+    ['', 'builds', 'answered', 'slowest caller'],
     ...rounds.map((r) => [
       r.label,
       String(r.builds),
       `${r.answered}/${requests}`,
-      r.sameReport ? 'yes' : 'no',
-      `${r.seconds.toFixed(2)} s`,
+      `${Math.round(r.slowestMs)} ms`,
     ]),
   ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
@@ -104,7 +123,14 @@ async function primary(): Promise<void> {
   const requests = Number(values.requests);
   const { url: redisUrl, note, throwaway } = await redis();
   // Port 0: the primary picks a free port once and every worker shares it.
-  const env = { REDIS_URL: redisUrl, PORT: '0', BUILD_MS: values['build-ms'], QUIET: '1' };
+  const env = {
+    REDIS_URL: redisUrl,
+    PORT: '0',
+    BUILD_MS: values['build-ms'],
+    REPORT_TTL: String(TTL_S),
+    REPORT_GRACE: String(GRACE_S),
+    QUIET: '1',
+  };
   const forked: Worker[] = [];
   try {
     const ports = await Promise.all(
@@ -118,24 +144,40 @@ async function primary(): Promise<void> {
       }),
     );
     const base = `http://127.0.0.1:${ports[0]}`;
-    const run = `${Date.now().toString(36)}-${process.pid}`; // a cold key for every run
-    // One unmeasured round first, so that both measured rounds find warm workers: HTTP
-    // connections open, code compiled, each worker's Redis connections made.
-    await round('warm-up', base, requests, `warm-up-${run}`, '');
-    const rounds = [
-      await round('with @SingleFlight', base, requests, `locked-${run}`, ''),
-      await round('without a lock', base, requests, `unlocked-${run}`, '/unlocked'),
-    ];
+    const run = `${Date.now().toString(36)}-${process.pid}`; // cold keys for every run
+    const buildMs = Number(values['build-ms']);
+    // An unmeasured round first, so that the measured ones find warm workers: HTTP connections
+    // open, code compiled, each worker's Redis connections made.
+    await round('warm-up', base, requests, `warm-up-${run}`);
+    await round('warm-up', base, requests, `warm-up-${run}`, { path: '/unlocked' });
+    // The stale key: built once, then left to pass its ttl (well within its grace).
+    await fetch(`${base}/reports/stale-${run}`);
+    const staleAt = performance.now() + TTL_S * 1000 + 100;
+    const noLock = await round('no lock', base, requests, `no-lock-${run}`, { path: '/unlocked' });
+    const cold = await round('@Cached, cold key', base, requests, `cold-${run}`);
+    // The floor of every row: the same requests as fresh hits (the key just built).
+    const hits = await round('fresh hits', base, requests, `cold-${run}`);
+    await sleep(Math.max(0, staleAt - performance.now()));
+    const stale = await round('@Cached, stale key', base, requests, `stale-${run}`, {
+      settleMs: buildMs + 500,
+    });
+    const rounds = [noLock, cold, stale];
     if (values.json) {
-      console.log(JSON.stringify({ workers, requests, rounds }));
+      console.log(
+        JSON.stringify({ workers, requests, buildMs, rounds, hitsSlowestMs: hits.slowestMs }),
+      );
     } else {
       console.log(`nestjs-buffer-lock demo`);
       console.log(`  Redis: ${note}`);
       console.log(
-        `  ${workers} workers (node:cluster), ${requests} concurrent requests for one cold report; ` +
-          `one build takes ${values['build-ms']} ms\n`,
+        `  ${workers} workers (node:cluster), ${requests} concurrent requests for one report per row, ` +
+          `${buildMs} ms per build\n  (the stale key: past its ${TTL_S} s ttl, within its ${GRACE_S} s grace)\n`,
       );
       print(rounds, requests);
+      console.log(
+        `\n  For scale, ${requests} fresh hits here: slowest caller ${Math.round(hits.slowestMs)} ms ` +
+          `(builds: ${hits.builds}).`,
+      );
     }
   } finally {
     await Promise.all(

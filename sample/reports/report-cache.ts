@@ -11,8 +11,9 @@ export interface Report {
 }
 
 /**
- * The cache the workers share, in Redis: reports as JSON, plus a counter of how many times each
- * report was built (the demo reads it). Its own connection, quit at shutdown.
+ * A plain cache in Redis, without any lock (the no-lock comparison route): reports as JSON, plus
+ * a counter of how many times each report was built, by either route (the demo reads it). Its own
+ * connection, quit at shutdown.
  */
 @Injectable()
 export class ReportCache implements OnApplicationShutdown {

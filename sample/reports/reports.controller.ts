@@ -1,4 +1,6 @@
 import { Controller, Get, Inject, Param } from '@nestjs/common';
+import { Cached } from '../../lib/index.js';
+import { REPORT_CACHE } from '../config.js';
 import { ReportBuilder } from './report-builder.js';
 import { ReportCache, type Report } from './report-cache.js';
 
@@ -10,18 +12,24 @@ export class ReportsController {
   ) {}
 
   /**
-   * A hit is one cache read and never touches the lock. A miss goes to the locked build: one
-   * worker builds the report, the others wait for it.
+   * A fresh hit is one store read and no lock. A miss is built by one worker of the fleet while
+   * the others wait for it; a stale report (within `grace`) is served at once while one worker
+   * refreshes it.
    */
   @Get(':id')
-  async report(@Param('id') id: string): Promise<Report> {
-    return (await this.cache.get(id)) ?? (await this.builder.build(id));
+  @Cached((id: string) => `report:${id}`, REPORT_CACHE)
+  report(@Param('id') id: string): Promise<Report> {
+    return this.builder.build(id);
   }
 
-  /** The same without the lock, for comparison: every caller that misses the cache builds. */
+  /** For comparison, a plain cache-aside with no lock: every caller that misses builds. */
   @Get(':id/unlocked')
   async unlocked(@Param('id') id: string): Promise<Report> {
-    return (await this.cache.get(id)) ?? (await this.builder.buildUnlocked(id));
+    const cached = await this.cache.get(id);
+    if (cached) return cached;
+    const report = await this.builder.build(id);
+    await this.cache.set(report);
+    return report;
   }
 
   /** How many times the report was built, across all workers. */
