@@ -27,7 +27,7 @@
  * const role: LockKeyRole = 'result';
  * ```
  */
-export type LockKeyRole = 'result' | 'fence' | 'release';
+export type LockKeyRole = 'result' | 'fence';
 
 /**
  * Number of hash slots in a Redis Cluster.
@@ -123,7 +123,7 @@ export function slotPrefix(lockKey: string): string {
 }
 
 /**
- * The key (or, for `'release'`, the pub/sub channel) that holds `role` for the lock at `lockKey`,
+ * The key that holds `role` for the lock at `lockKey`,
  * always in the lock key's hash slot. Distinct lock keys never share a derived key.
  *
  * @example
@@ -137,15 +137,17 @@ export function derivedKey(lockKey: string, role: LockKeyRole): string {
 }
 
 /**
- * The channel a release of `lockKey` publishes its wake-up on (SPUBLISH, same slot as the lock).
+ * The shard channel a release of `lockKey` publishes its wake-up on: the lock key itself
+ * (channels and keys are apart in Redis, and a shard channel hashes like the key of its name, so
+ * it is on the lock's shard and the release script has it already as KEYS[1]).
  *
  * @example
  * ```ts
- * releaseChannel('buffer:lock:9a03'); // '{buffer:lock:9a03}:release'
+ * releaseChannel('buffer:lock:9a03'); // 'buffer:lock:9a03'
  * ```
  */
 export function releaseChannel(lockKey: string): string {
-  return derivedKey(lockKey, 'release');
+  return lockKey;
 }
 
 /**

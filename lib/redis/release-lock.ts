@@ -1,17 +1,5 @@
 import type { RedisScriptClient } from '../options/redis-lock.options.js';
-import { releaseChannel } from './keys.js';
 import { luaScript, runScript } from './lua-script.js';
-
-/**
- * What a release publishes on the lock's release channel. Waiters only need to know that the lock
- * became free, not by whom.
- *
- * @example
- * ```ts
- * sub.on('smessage', (channel, message) => message === WAKE_MESSAGE && tryAgain());
- * ```
- */
-export const WAKE_MESSAGE = 'released';
 
 /**
  * What a release writes in the same atomic step: `payload` under `key` for `ttlMs`, or, with
@@ -31,30 +19,31 @@ export interface ReleaseWrite {
 
 // Compare-and-delete: a lock that expired and was taken by another holder is left alone, and then
 // nothing is written or published. The write comes before the delete, in the same atomic step, so
-// a waiter the SPUBLISH wakes finds what this holder wrote. SPUBLISH (Redis 7 sharded pub/sub)
-// keeps the message on the lock's shard in a Cluster. pcall: on a Redis without SPUBLISH the
-// release still succeeds and waiters fall back to their PTTL backstop.
-// KEYS: lock, release channel [, written key]. ARGV: token, wake message [, payload, ttl ms];
-// a written key without a payload is deleted.
+// a waiter the SPUBLISH wakes finds what this holder wrote. The wake-up goes out on the lock key's
+// own shard channel (releaseChannel), with the released token as its text: Lua spells neither,
+// and a release sends nothing for them it does not send anyway. pcall: on a Redis without
+// SPUBLISH the release still succeeds and waiters poll.
+// KEYS: lock [, written key]. ARGV: token [, payload, ttl ms]; a written key without a payload
+// is deleted.
 const RELEASE = luaScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-if KEYS[3] then
-  if ARGV[3] then
-    redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[4])
+if KEYS[2] then
+  if ARGV[2] then
+    redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
   else
-    redis.call('DEL', KEYS[3])
+    redis.call('DEL', KEYS[2])
   end
 end
 local deleted = redis.call('DEL', KEYS[1])
-pcall(redis.call, 'SPUBLISH', KEYS[2], ARGV[2])
+pcall(redis.call, 'SPUBLISH', KEYS[1], ARGV[1])
 return deleted
 `);
 
 /**
  * Deletes `lockKey` only while it still holds `token` and, when it did, applies `write` (if given)
- * just before and publishes {@link WAKE_MESSAGE} on `releaseChannel(lockKey)` just after, in one
+ * just before and publishes the wake-up on `releaseChannel(lockKey)` just after, in one
  * script and one round trip. Resolves 1 when it deleted the lock and 0 when the lock had already
  * expired or belongs to someone else (then nothing was written and nothing published).
  *
@@ -70,12 +59,9 @@ export function releaseLock(
   token: string,
   write?: ReleaseWrite,
 ): Promise<unknown> {
-  const channel = releaseChannel(lockKey);
-  if (write === undefined) {
-    return runScript(client, RELEASE, [lockKey, channel], [token, WAKE_MESSAGE]);
-  }
-  const keys = [lockKey, channel, write.key];
+  if (write === undefined) return runScript(client, RELEASE, [lockKey], [token]);
+  const keys = [lockKey, write.key];
   return write.payload === undefined
-    ? runScript(client, RELEASE, keys, [token, WAKE_MESSAGE])
-    : runScript(client, RELEASE, keys, [token, WAKE_MESSAGE, write.payload, write.ttlMs]);
+    ? runScript(client, RELEASE, keys, [token])
+    : runScript(client, RELEASE, keys, [token, write.payload, write.ttlMs]);
 }

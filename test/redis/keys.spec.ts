@@ -19,7 +19,7 @@ beforeAll(async () => {
 });
 afterAll(() => cluster.stop());
 
-const ROLES = ['result', 'fence', 'release'] as const;
+const ROLES = ['result', 'fence'] as const;
 const slotOf = async (key: string): Promise<number> =>
   Number(await cluster.node(0).cluster('KEYSLOT', key));
 
@@ -77,7 +77,7 @@ describe('Redis keys: every derived key and channel is in the lock key’s slot'
     const key = lock.redisKey('report:42');
     expect(resultKey(key)).toBe(`{${key}}:result`);
     expect(fenceKey(key)).toBe(`{${key}}:fence`);
-    expect(releaseChannel(key)).toBe(`{${key}}:release`);
+    expect(releaseChannel(key)).toBe(key);
     const slot = await slotOf(key);
     for (const role of ROLES) expect(await slotOf(derivedKey(key, role))).toBe(slot);
   });

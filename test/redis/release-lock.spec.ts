@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { derivedKey, releaseChannel, resultKey } from '../../lib/redis/keys.js';
-import { releaseLock, WAKE_MESSAGE } from '../../lib/redis/release-lock.js';
+import { releaseLock } from '../../lib/redis/release-lock.js';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { commandStats } from '../support/command-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -30,12 +30,13 @@ describe('release: wake-up published in the same script as the delete', () => {
   it('the holder’s release deletes the key and publishes exactly one wake-up', async () => {
     const lock = new RedisLockService({ redis: () => server.client(), namespace: 'rl:one:' });
     const [guard] = await lock.acquire('k');
-    expect(releaseChannel(guard!.key)).toBe(`{${guard!.key}}:release`);
+    expect(releaseChannel(guard!.key)).toBe(guard!.key);
     const sub = await record(guard!.key);
     const woken = sub.next();
     expect(await lock.release(guard!)).toEqual([true, undefined]);
     await woken;
-    expect(sub.messages).toEqual([WAKE_MESSAGE]);
+    // The wake-up's text is the released token: the waiters only need to hear that it went.
+    expect(sub.messages).toEqual([guard!.token]);
     expect(await server.client().exists(guard!.key)).toBe(0);
   });
 
@@ -53,7 +54,7 @@ describe('release: wake-up published in the same script as the delete', () => {
     // would arrive before this one.
     await lock.release(guard!);
     await woken;
-    expect(sub.messages).toEqual([WAKE_MESSAGE]);
+    expect(sub.messages).toEqual([guard!.token]);
   });
 
   it('a release after expiry answers [true] and publishes nothing', async () => {
@@ -68,7 +69,7 @@ describe('release: wake-up published in the same script as the delete', () => {
     const woken = sub.next();
     await lock.release(fresh!);
     await woken;
-    expect(sub.messages).toEqual([WAKE_MESSAGE]);
+    expect(sub.messages).toEqual([fresh!.token]);
   });
 
   it('a key with braces (a hash-tag subclass) publishes on the same channel as releaseChannel', async () => {
@@ -80,11 +81,11 @@ describe('release: wake-up published in the same script as the delete', () => {
     const lock = new Tagged({ redis: () => server.client(), namespace: 'rl:tag:' });
     const [guard] = await lock.acquire('k');
     expect(guard!.key).toBe('{tagged}k');
-    const sub = await record(guard!.key); // releaseChannel('{tagged}k') = '{tagged}{tagged}k:release'
+    const sub = await record(guard!.key); // releaseChannel('{tagged}k') = '{tagged}k'
     const woken = sub.next();
     expect(await lock.release(guard!)).toEqual([true, undefined]);
     await woken;
-    expect(sub.messages).toEqual([WAKE_MESSAGE]);
+    expect(sub.messages).toEqual([guard!.token]);
     expect(await server.client().exists(guard!.key)).toBe(0);
   });
 
@@ -110,8 +111,8 @@ describe('release: wake-up published in the same script as the delete', () => {
   });
 });
 
-describe('release: channel and message travel as KEYS and ARGV', () => {
-  it('a key without braces sends its channel as KEYS[2] and the message as ARGV[2]', async () => {
+describe('release: the channel and the message are what the release sends anyway', () => {
+  it('it sends the lock key (also the channel) and the token (also the message), nothing more', async () => {
     const client = recordingClient(server.client());
     const lock = new RedisLockService({ redis: client, namespace: 'rl:args:' });
     const [guard] = await lock.acquire('k');
@@ -119,12 +120,11 @@ describe('release: channel and message travel as KEYS and ARGV', () => {
     client.calls.length = 0;
     expect(await lock.release(guard!)).toEqual([true, undefined]);
     const [evalsha, evalCall] = client.calls;
-    const channel = `{${guard!.key}}:release`;
-    expect(evalsha!.args.slice(1)).toEqual([2, guard!.key, channel, guard!.token, WAKE_MESSAGE]);
+    expect(evalsha!.args.slice(1)).toEqual([1, guard!.key, guard!.token]);
     expect(evalCall!.args.slice(1)).toEqual(evalsha!.args.slice(1));
-    // The script itself names neither: both come only from keys.ts and WAKE_MESSAGE.
+    // The script spells no channel and no message: it publishes on KEYS[1] with ARGV[1].
     const source = evalCall!.args[0] as string;
-    expect(source).not.toContain(WAKE_MESSAGE);
+    expect(source).toContain("'SPUBLISH', KEYS[1], ARGV[1]");
     expect(source).not.toContain(':release');
   });
 });
@@ -162,7 +162,7 @@ describe('release with a write: stored or deleted in the same step, before the w
       releaseLock(admin, guard!.key, guard!.token, write),
     );
     expect(answer).toBe(1);
-    expect(messages).toEqual([WAKE_MESSAGE]);
+    expect(messages).toEqual([guard!.token]);
     expect(seen).toEqual(['{"total":42}']);
     expect(await admin.exists(guard!.key)).toBe(0);
     const pttl = await admin.pttl(key);
@@ -191,7 +191,7 @@ describe('release with a write: stored or deleted in the same step, before the w
       releaseLock(admin, guard!.key, guard!.token, { key, payload: undefined, ttlMs: 5000 }),
     );
     expect(answer).toBe(1);
-    expect(messages).toEqual([WAKE_MESSAGE]);
+    expect(messages).toEqual([guard!.token]);
     expect(seen).toEqual([null]);
     expect(await admin.exists(guard!.key, key)).toBe(0);
   });
@@ -214,7 +214,7 @@ describe('release with a write: stored or deleted in the same step, before the w
     expect(await admin.get(removed)).toBe('kept');
     await lock.release(guard!);
     await woken;
-    expect(sub.messages).toEqual([WAKE_MESSAGE]);
+    expect(sub.messages).toEqual([guard!.token]);
   });
 
   it('costs one EVALSHA: GET, SET, DEL and SPUBLISH once each', async () => {
