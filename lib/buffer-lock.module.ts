@@ -76,7 +76,7 @@ const providers: Provider[] = [
  * Options are validated once, at bootstrap; a bad config stops the app with one
  * `BufferLockConfigError` listing every violation. At shutdown the module quits the Redis clients
  * it made itself (from a factory, URL or ioredis options) and leaves a client object you passed in
- * alone.
+ * alone; the engine's watch for Redis's recovery is stopped first.
  *
  * @example
  * ```ts
@@ -109,11 +109,16 @@ export class BufferLockModule
   extends BufferLockConfigurableModule
   implements OnApplicationShutdown
 {
-  constructor(private readonly clients: BufferLockClients) {
+  constructor(
+    private readonly clients: BufferLockClients,
+    private readonly engine: SingleFlightEngine,
+  ) {
     super();
   }
 
   async onApplicationShutdown(): Promise<void> {
+    // The breaker's watch first: its listener and timer are on a client about to be closed.
+    this.engine.close();
     await this.clients.closeAll();
   }
 }

@@ -7,6 +7,7 @@ import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { SingleFlightSettings } from '../options/buffer-lock.options.js';
 import type { CircuitBreakerSettings } from '../options/circuit-breaker.options.js';
 import type { SharedResultStore } from '../redis/shared-result.js';
+import { BreakerRecovery } from './breaker-recovery.js';
 import { CircuitBreaker, type CircuitState } from './circuit-breaker.js';
 import type { ThrottledLog } from './throttled-log.js';
 import type { WaitStrategy } from './wait-strategy.js';
@@ -59,11 +60,16 @@ const REDIS_FAILURES: ReadonlySet<string> = new Set([
  * lock, or (busy) waits for its release, skips or throws, as `onBusy` says; a woken waiter reads
  * the shared result first when `share` is on. When Redis cannot be asked the call runs without
  * the lock (logged, rate limited) or fails with a {@link RedisUnavailableError}; after repeated
- * failures the circuit breaker skips Redis for a while.
+ * failures the circuit breaker skips Redis for a while: until `openSeconds` end, or sooner, when
+ * the lock's client is seen back (ready again, or answering a PING), then one probe decides.
  */
 export class LockAdmission {
   /** The circuit breaker in front of Redis, if any. */
   readonly breaker: CircuitBreaker | undefined;
+  /** Watches for Redis to be back while the breaker is open. */
+  private readonly recovery: BreakerRecovery | undefined;
+  /** Whether the breaker is half-open because Redis was seen back, before `openSeconds` ended. */
+  private early = false;
 
   constructor(private readonly parts: AdmissionParts) {
     const settings = parts.circuitBreaker;
@@ -75,6 +81,22 @@ export class LockAdmission {
             now: parts.now,
             onStateChange: (state, previous) => this.breakerMoved(state, previous, settings),
           });
+    this.recovery =
+      this.breaker === undefined
+        ? undefined
+        : new BreakerRecovery({
+            client: () => parts.lock.getClient(),
+            onBack: () => {
+              if (this.breaker?.state !== 'open') return;
+              this.early = true;
+              this.breaker.recover();
+            },
+          });
+  }
+
+  /** Stops watching for Redis's recovery (its listener and timer): for application shutdown. */
+  close(): void {
+    this.recovery?.close();
   }
 
   /**
@@ -186,6 +208,17 @@ export class LockAdmission {
     settings: Exclude<CircuitBreakerSettings, false>,
   ): void {
     const { log, messages } = this.parts;
+    const early = this.early;
+    this.early = false;
+    if (state === 'open') {
+      // A probe let through early that failed (Redis answers PING, not the lock): the next one
+      // waits for openSeconds, or for the client to reconnect, rather than for the next PING.
+      this.recovery?.stop();
+      this.recovery?.start(!(early && previous === 'half-open'));
+    } else {
+      this.recovery?.stop();
+    }
+    if (state === 'half-open') this.early = early && previous === 'open';
     if (state === 'open') {
       const line = messages.render('lock_breaker_open', {
         FAILURES: this.breaker?.consecutiveFailures ?? 0,

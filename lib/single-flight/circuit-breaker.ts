@@ -29,6 +29,7 @@ export interface CircuitBreakerOptions {
  * configured) without spending a command timeout. After `openSeconds` it is half-open: `probes`
  * calls are allowed; a success closes it, a failure opens it again for another `openSeconds`. A
  * probe that never reports back is given up after `openSeconds`, and another probe is allowed.
+ * `recover()` makes an open breaker half-open early, when its owner saw Redis back.
  *
  * Pure logic, no timers: the state is worked out from the injected clock when asked.
  *
@@ -85,6 +86,17 @@ export class CircuitBreaker {
     if (this.probing === 0) this.probeSince = this.now();
     this.probing++;
     return true;
+  }
+
+  /**
+   * Redis was seen back before the cool-down ended (its client is ready again, or answered a
+   * check): an open breaker is half-open now, so that the next `probes` calls probe at once
+   * instead of after `openSeconds`. Does nothing in any other state.
+   */
+  recover(): void {
+    if (this.state !== 'open') return;
+    this.probing = 0;
+    this.move('half-open');
   }
 
   /** Redis answered: closes the breaker and resets the failure count. */

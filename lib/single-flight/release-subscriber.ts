@@ -13,6 +13,7 @@ export interface SubscriberConnection {
   on(event: 'smessage', listener: (channel: string, message: string) => void): unknown;
   on(event: 'error', listener: (error: Error) => void): unknown;
   on(event: 'close', listener: () => void): unknown;
+  on(event: 'ready', listener: () => void): unknown;
   disconnect(): void;
 }
 
@@ -60,7 +61,8 @@ export interface ReleaseSubscriberOptions {
   idleMs?: number;
   /**
    * How long after a failure no SSUBSCRIBE is sent: listeners get `ready === false` at once and
-   * poll. The first listener after it tries again. Default `1000` ms.
+   * poll. The first listener after it tries again. A connection that is ready again (Redis came
+   * back) ends it early. Default `1000` ms.
    */
   retryMs?: number;
   /**
@@ -105,6 +107,11 @@ interface Channel {
  * For `retryMs` after it, `listen` sends nothing and its `ready` is `false`; the first `listen` after
  * that subscribes again, and a confirmed subscription makes the subscriber usable again.
  *
+ * When the lost connection is ready again (Redis restarted, or came back after a network cut), the
+ * cool-down is over at once: every channel that still has listeners is SSUBSCRIBEd again on it, so
+ * that a listener that kept listening through the failure hears the next release, and the first
+ * confirmation makes the subscriber usable again.
+ *
  * Use {@link releaseSubscriberFor} to get the one instance for a client.
  *
  * @example
@@ -125,6 +132,8 @@ export class ReleaseSubscriber {
   private connectionsMade = 0;
   /** When the subscriber last became unusable; `undefined` while it is usable. */
   private failedAt: number | undefined;
+  /** Before this time (ms) no SSUBSCRIBE is sent: the cool-down after a failure. */
+  private retryAt = 0;
   /** Failures reported so far: an attempt begun before the last one is part of that failure. */
   private failures = 0;
 
@@ -202,7 +211,7 @@ export class ReleaseSubscriber {
   }
 
   private mayTry(): boolean {
-    return this.failedAt === undefined || Date.now() - this.failedAt >= this.retryMs;
+    return this.failedAt === undefined || Date.now() >= this.retryAt;
   }
 
   private async subscribe(channel: string, entry: Channel): Promise<boolean> {
@@ -251,7 +260,8 @@ export class ReleaseSubscriber {
     const connection = (
       this.client.isCluster === true
         ? this.client.duplicate(undefined, { shardedSubscribers: true, ...overrides })
-        : this.client.duplicate(overrides)
+        : // The subscriber renews its channels itself once ready again (whatever the client says).
+          this.client.duplicate({ ...overrides, autoResubscribe: false })
     ) as SubscriberConnection;
     // Events of a connection closed on purpose (idle, shutdown) are not failures.
     connection.on('error', (error) => {
@@ -259,6 +269,9 @@ export class ReleaseSubscriber {
     });
     connection.on('close', () => {
       if (this.connection === connection) this.fail(undefined);
+    });
+    connection.on('ready', () => {
+      if (this.connection === connection) this.reconnected();
     });
     connection.on('smessage', (channel) => {
       for (const listener of this.channels.get(channel)?.listeners ?? []) listener.onMessage();
@@ -269,11 +282,24 @@ export class ReleaseSubscriber {
   }
 
   /**
+   * The connection is ready again after a failure: the cool-down is over, and every channel that
+   * still has listeners and no SSUBSCRIBE in flight is subscribed again on it.
+   */
+  private reconnected(): void {
+    if (this.failedAt === undefined) return;
+    this.retryAt = 0;
+    for (const [channel, entry] of this.channels) {
+      if (entry.ok === false) entry.subscribed = this.subscribe(channel, entry);
+    }
+  }
+
+  /**
    * Marks the subscriber unusable and wakes every listener, so that its waiter polls; `error`, if
    * any, is reported to the owner and to the listeners.
    */
   private fail(error: unknown): void {
     this.failedAt = Date.now();
+    this.retryAt = this.failedAt + this.retryMs;
     const entries = [...this.channels.values()];
     // A subscription confirmed before may be gone with the connection: the next listener renews it.
     for (const entry of entries) if (entry.ok === true) entry.ok = false;

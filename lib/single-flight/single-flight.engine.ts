@@ -143,6 +143,17 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     return this.admission.breaker;
   }
 
+  /**
+   * Stops what the engine watches in the background: while its circuit breaker is open it listens
+   * for the lock's client to be `'ready'` again and sends a PING now and then, so that the lock is
+   * used again as soon as Redis is back. `BufferLockModule` calls it at application shutdown; call
+   * it yourself for an engine made with `new`. Calls still run after it (the breaker then waits
+   * out `openSeconds`).
+   */
+  close(): void {
+    this.admission.close();
+  }
+
   /** How many keys have a flight in progress in this process. */
   get inFlight(): number {
     return this.flights.size;

@@ -81,6 +81,30 @@ describe('circuit breaker: open → half-open after M seconds', () => {
   });
 });
 
+describe('circuit breaker: recover() when Redis was seen back before openSeconds ended', () => {
+  it('an open breaker is half-open at once: one probe, and its success closes it', () => {
+    const { b, changes } = breaker({ openSeconds: 30 });
+    for (let i = 0; i < 3; i++) b.failure();
+    b.recover();
+    expect([b.allow(), b.allow()]).toEqual([true, false]);
+    b.success();
+    expect(b.state).toBe('closed');
+    expect(changes).toEqual(['closed→open', 'open→half-open', 'half-open→closed']);
+  });
+
+  it('does nothing to a closed or half-open breaker', () => {
+    const { b, clock, changes } = breaker();
+    b.recover();
+    expect(b.state).toBe('closed');
+    for (let i = 0; i < 3; i++) b.failure();
+    clock.advance(10_000);
+    expect(b.allow()).toBe(true);
+    b.recover();
+    expect(b.allow()).toBe(false); // the probe in flight is still the only one
+    expect(changes).toEqual(['closed→open', 'open→half-open']);
+  });
+});
+
 describe('circuit breaker: half-open → closed on success, → open on failure', () => {
   it('a successful probe closes it', () => {
     const { b, clock, changes } = breaker();

@@ -9,6 +9,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 export interface RedisServer {
   readonly port: number;
   readonly url: string;
+  /** The redis-server process now (a new one after `restart()`). */
   readonly process: ChildProcess;
   /** A new ioredis client for this server; closed by `stop()`. */
   client(options?: RedisOptions): Redis;
@@ -16,6 +17,13 @@ export interface RedisServer {
   pause(): void;
   /** SIGCONT after `pause()`. */
   resume(): void;
+  /** SIGKILL: the server dies at once, its connections with it; resolves once it exited. */
+  kill(): Promise<void>;
+  /**
+   * Starts redis-server again on the same port, with the same arguments, after `kill()` (or kills
+   * it first); resolves once it answers PING. Clients made by `client()` reconnect to it.
+   */
+  restart(): Promise<void>;
   /** Stops the server and every client made by `client()`. */
   stop(): Promise<void>;
 }
@@ -69,26 +77,41 @@ async function waitForPing(port: number, child: ChildProcess): Promise<void> {
   throw new Error(`redis-server on port ${port} did not answer within 5 s`);
 }
 
+function spawnRedis(port: number, extraArgs: readonly string[]): ChildProcess {
+  return spawn(
+    'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      ...extraArgs,
+    ],
+    { stdio: 'ignore' },
+  );
+}
+
+const alive = (child: ChildProcess): boolean =>
+  child.exitCode === null && child.signalCode === null;
+
+async function killed(child: ChildProcess): Promise<void> {
+  if (!alive(child)) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGCONT');
+  child.kill('SIGKILL');
+  await exited;
+}
+
 /** Starts redis-server on a free port (`--save '' --appendonly no`), retrying on a port race. */
 export async function startRedis(extraArgs: readonly string[] = []): Promise<RedisServer> {
   requireRedisServer();
   for (let attempt = 0; ; attempt++) {
     const port = await freePort();
-    const child = spawn(
-      'redis-server',
-      [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        ...extraArgs,
-      ],
-      { stdio: 'ignore' },
-    );
+    let child = spawnRedis(port, extraArgs);
     try {
       await waitForPing(port, child);
     } catch (error) {
@@ -100,7 +123,9 @@ export async function startRedis(extraArgs: readonly string[] = []): Promise<Red
     return {
       port,
       url: `redis://127.0.0.1:${port}`,
-      process: child,
+      get process() {
+        return child;
+      },
       client(options = {}) {
         const client = new Redis({ port, host: '127.0.0.1', ...options });
         client.on('error', () => {});
@@ -109,13 +134,26 @@ export async function startRedis(extraArgs: readonly string[] = []): Promise<Red
       },
       pause: () => void child.kill('SIGSTOP'),
       resume: () => void child.kill('SIGCONT'),
+      kill: () => killed(child),
+      async restart() {
+        await killed(child);
+        // The port was this server's a moment ago; a socket of the dead one may linger briefly.
+        const deadline = Date.now() + 5000;
+        for (;;) {
+          child = spawnRedis(port, extraArgs);
+          try {
+            await waitForPing(port, child);
+            return;
+          } catch (error) {
+            await killed(child);
+            if (Date.now() >= deadline) throw error;
+            await new Promise((r) => setTimeout(r, 50));
+          }
+        }
+      },
       async stop() {
         for (const client of clients) client.disconnect();
-        if (child.exitCode !== null || child.signalCode !== null) return;
-        child.kill('SIGCONT');
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGKILL');
-        await exited;
+        await killed(child);
       },
     };
   }

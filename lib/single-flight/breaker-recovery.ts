@@ -1,0 +1,132 @@
+/**
+ * What {@link BreakerRecovery} uses of the lock's client, if it has it: ioredis's `on`/`off` for
+ * its `'ready'` event and `ping()`.
+ */
+interface WatchedClient {
+  readonly isCluster?: boolean;
+  on?(event: 'ready', listener: () => void): unknown;
+  off?(event: 'ready', listener: () => void): unknown;
+  removeListener?(event: 'ready', listener: () => void): unknown;
+  ping?(): Promise<unknown>;
+}
+
+/** What a {@link BreakerRecovery} works with. */
+export interface BreakerRecoveryOptions {
+  /** The client the lock uses (`() => lock.getClient()`); a rejection means nothing to watch. */
+  readonly client: () => Promise<unknown>;
+  /** Told each time Redis was seen back: the client is ready again, or a check was answered. */
+  readonly onBack: () => void;
+  /** How long after a check was answered (or failed) the next one is sent. Default `500` ms. */
+  readonly checkMs?: number;
+}
+
+/** Default of {@link BreakerRecoveryOptions.checkMs}. */
+const DEFAULT_CHECK_MS = 500;
+
+/**
+ * Watches, while the circuit breaker is open, for Redis to be back, so that the breaker can let
+ * its probe through then rather than when `openSeconds` ends. Two signs count: the lock's client
+ * emits `'ready'` (it reconnected, e.g. after a restart), or a PING through it is answered (a
+ * paused or partitioned server answers again on the same connection, which emits nothing). One
+ * PING at a time, the next `checkMs` after the last one settled: a paused server gets no pile of
+ * them, and the lock's callers none at all. A client without `on` or `ping` is watched for what it
+ * has. A Cluster is watched for `'ready'` only: its PING reaches any node, not the owner of the
+ * lock's slot.
+ *
+ * @example
+ * ```ts
+ * const recovery = new BreakerRecovery({ client: () => lock.getClient(), onBack: () => breaker.recover() });
+ * recovery.start(); // when the breaker opens
+ * recovery.stop(); // when it is no longer open
+ * recovery.close(); // at shutdown
+ * ```
+ */
+export class BreakerRecovery {
+  private readonly checkMs: number;
+  /** Bumped by every start and stop: work begun for an older watch is dropped. */
+  private watch = 0;
+  private watching = false;
+  private closed = false;
+  private timer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+
+  constructor(private readonly options: BreakerRecoveryOptions) {
+    this.checkMs = options.checkMs ?? DEFAULT_CHECK_MS;
+  }
+
+  /** Whether it watches now (between `start()` and `stop()`). */
+  get active(): boolean {
+    return this.watching;
+  }
+
+  /** Starts watching, with PING checks or (`checks: false`) for `'ready'` only. Idempotent. */
+  start(checks = true): void {
+    if (this.closed || this.watching) return;
+    this.watching = true;
+    const watch = ++this.watch;
+    this.options.client().then(
+      (client) => {
+        if (watch !== this.watch || typeof client !== 'object' || client === null) return;
+        this.listen(client as WatchedClient);
+        if (checks) this.check(client as WatchedClient, watch);
+      },
+      () => {
+        // No client to watch: the breaker's own clock lets the probe through.
+      },
+    );
+  }
+
+  /** Stops watching: the `'ready'` listener is removed and no further check is sent. */
+  stop(): void {
+    this.watch++;
+    this.watching = false;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+  }
+
+  /** Stops for good (application shutdown): `start()` does nothing after it. */
+  close(): void {
+    this.closed = true;
+    this.stop();
+  }
+
+  private listen(client: WatchedClient): void {
+    if (typeof client.on !== 'function') return;
+    const onReady = (): void => this.back();
+    client.on('ready', onReady);
+    this.unsubscribe = () => {
+      if (typeof client.off === 'function') client.off('ready', onReady);
+      else client.removeListener?.('ready', onReady);
+    };
+  }
+
+  private check(client: WatchedClient, watch: number): void {
+    if (typeof client.ping !== 'function' || client.isCluster === true) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      const answered = (async () => client.ping!())();
+      answered.then(
+        () => {
+          if (watch !== this.watch) return;
+          this.back();
+          if (watch === this.watch) this.check(client, watch);
+        },
+        () => {
+          if (watch === this.watch) this.check(client, watch);
+        },
+      );
+    }, this.checkMs);
+    // A watch never keeps the process alive.
+    this.timer.unref();
+  }
+
+  private back(): void {
+    try {
+      this.options.onBack();
+    } catch {
+      // The owner's error is the owner's: the watch goes on.
+    }
+  }
+}
