@@ -1,0 +1,175 @@
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as api from '../../lib/index.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+
+/**
+ * The package as npm would publish it: `npm pack` of the built dist/, the tarball's file list,
+ * and a CommonJS app that installs the tarball (extracted into its node_modules, with the peer
+ * dependencies linked from this repository's node_modules: no network) and uses it against a
+ * real Redis.
+ */
+
+const root = new URL('../..', import.meta.url).pathname;
+const manifest = createRequire(import.meta.url)('../../package.json') as {
+  name: string;
+  version: string;
+  peerDependencies: Record<string, string>;
+};
+
+interface PackedFile {
+  path: string;
+}
+interface PackResult {
+  filename: string;
+  files: PackedFile[];
+}
+
+let workDir: string;
+let packed: PackResult;
+let appDir: string;
+let server: RedisServer;
+
+/** Newest modification time of the files under `dir`, in ms. */
+function newest(dir: string): number {
+  let latest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile())
+      latest = Math.max(latest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
+  }
+  return latest;
+}
+
+/** Builds dist/ when it is missing or older than lib/ (CI builds it before the tests). */
+function ensureBuilt(): void {
+  const entry = join(root, 'dist/index.js');
+  if (existsSync(entry) && statSync(entry).mtimeMs >= newest(join(root, 'lib'))) return;
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const build = spawnSync(process.execPath, [tsc, '-p', 'lib/tsconfig.build.json'], {
+    cwd: root,
+    encoding: 'utf8',
+  });
+  if (build.status !== 0)
+    throw new Error(`tsc -p lib/tsconfig.build.json failed:\n${build.stdout}`);
+}
+
+function run(command: string, args: string[], cwd: string): string {
+  const result = spawnSync(command, args, { cwd, encoding: 'utf8' });
+  if (result.error) throw result.error;
+  if (result.status !== 0) {
+    throw new Error(`${command} ${args.join(' ')} exited with ${result.status}:\n${result.stderr}`);
+  }
+  return result.stdout;
+}
+
+/** A CommonJS app with the tarball extracted into node_modules and the peers linked. */
+function installApp(tarball: string): string {
+  const app = join(workDir, 'app');
+  const target = join(app, 'node_modules', manifest.name);
+  mkdirSync(target, { recursive: true });
+  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'cjs-app', private: true }));
+  run('tar', ['-xzf', tarball, '-C', target, '--strip-components=1'], workDir);
+  for (const peer of Object.keys(manifest.peerDependencies)) {
+    const source = join(root, 'node_modules', peer);
+    if (!existsSync(source)) throw new Error(`peer dependency ${peer} is not installed`);
+    const link = join(app, 'node_modules', peer);
+    mkdirSync(dirname(link), { recursive: true });
+    symlinkSync(source, link, 'dir');
+  }
+  copyFileSync(join(root, 'test/package/app/main.cjs'), join(app, 'main.cjs'));
+  return app;
+}
+
+beforeAll(async () => {
+  ensureBuilt();
+  workDir = mkdtempSync(join(tmpdir(), 'buffer-lock-pack-'));
+  const out = run(
+    'npm',
+    ['pack', '--json', '--ignore-scripts', '--pack-destination', workDir],
+    root,
+  );
+  [packed] = JSON.parse(out) as PackResult[];
+  appDir = installApp(join(workDir, packed.filename));
+  server = await startRedis();
+}, 120_000);
+
+afterAll(async () => {
+  await server?.stop();
+  if (workDir) rmSync(workDir, { recursive: true, force: true });
+});
+
+describe('the packed tarball', () => {
+  it('holds dist/ (JavaScript and declarations), README.md, LICENSE, CHANGELOG.md and package.json', () => {
+    const files = packed.files.map((file) => file.path);
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'package.json',
+        'README.md',
+        'LICENSE',
+        'CHANGELOG.md',
+        'dist/index.js',
+        'dist/index.d.ts',
+      ]),
+    );
+    const scripts = files.filter((file) => file.startsWith('dist/') && file.endsWith('.js'));
+    expect(scripts.length).toBeGreaterThan(10);
+    // Every module has its declarations next to it.
+    for (const script of scripts) expect(files).toContain(script.replace(/\.js$/, '.d.ts'));
+  });
+
+  it('holds nothing else: no tests, sample, CI script, benchmarks or .build output', () => {
+    const files = packed.files.map((file) => file.path);
+    const extra = files.filter(
+      (file) =>
+        !file.startsWith('dist/') &&
+        !['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md'].includes(file),
+    );
+    expect(extra).toEqual([]);
+    expect(files.filter((file) => /(^|\/)(test|sample|\.ci|\.build)\/|bench/.test(file))).toEqual(
+      [],
+    );
+  });
+
+  it('extracts to exactly the files npm listed', () => {
+    const target = join(appDir, 'node_modules', manifest.name);
+    const extracted = readdirSync(target, { recursive: true, withFileTypes: true })
+      .filter((entry) => entry.isFile())
+      .map((entry) => join(entry.parentPath, entry.name).slice(target.length + 1));
+    expect(extracted.toSorted()).toEqual(packed.files.map((file) => file.path).toSorted());
+  });
+});
+
+describe('a CommonJS app that installs the tarball', () => {
+  it("require('nestjs-buffer-lock') loads the ES module without a flag and RedisLockService locks through Redis", () => {
+    // require(esm) is on by default in every Node the engines field allows (20.19+, 22.12+); the
+    // flag is only added on an older Node, for a clear failure rather than ERR_REQUIRE_ESM.
+    const flags = process.features.require_module ? [] : ['--experimental-require-module'];
+    const result = spawnSync(process.execPath, [...flags, 'main.cjs'], {
+      cwd: appDir,
+      env: { ...process.env, REDIS_URL: server.url, NODE_OPTIONS: '' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(result.stderr, 'the app failed or warned').toBe('');
+    expect(result.status).toBe(0);
+    const seen = JSON.parse(result.stdout.trim()) as {
+      node: string;
+      requireModule: boolean;
+      resolved: string;
+      version: string;
+      exports: string[];
+      keysLeft: number;
+    };
+    expect(seen.node).toBe(process.version);
+    expect(seen.requireModule).toBe(true);
+    expect(seen.resolved).toBe(join(appDir, 'node_modules', manifest.name, 'dist/index.js'));
+    expect(seen.version).toBe(manifest.version);
+    expect(seen.exports).toEqual(Object.keys(api).toSorted());
+    expect(seen.keysLeft).toBe(0);
+  });
+});
