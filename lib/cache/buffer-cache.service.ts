@@ -7,13 +7,13 @@ import {
   type BufferLockOptions,
   type FlightOptions,
 } from '../options/buffer-lock.options.js';
-import { validateOptions } from '../options/validate-options.js';
 import { JSON_RESULT_SERIALIZER } from '../serialization/result-serializer.js';
 import { currentFlight } from '../single-flight/flight-context.js';
 import { LocalFlights } from '../single-flight/local-flights.js';
 import { CROSS_PROCESS, SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 import { ThrottledLog } from '../single-flight/throttled-log.js';
-import { CacheOptionsDto, type BufferCacheOptions, type CacheSettings } from './cache.options.js';
+import { CallSettings } from './call-settings.js';
+import type { BufferCacheOptions, CacheSettings } from './cache.options.js';
 import { EntryStore } from './entry-store.js';
 import { toMilliseconds } from '../options/seconds.js';
 import { LockError } from '../errors/lock.error.js';
@@ -79,7 +79,6 @@ interface Built {
 }
 
 const MAX_BACKOFF_MS = 30_000;
-const MAX_RESOLVED = 1000;
 
 /**
  * A cache that one worker in the whole fleet fills: a fresh hit costs one store read and no lock;
@@ -101,13 +100,12 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   private readonly entries: EntryStore;
   private readonly messages: BufferLockMessages;
   private readonly options: FlightOptions;
-  private readonly defaults: CacheSettings;
+  private readonly settings: CallSettings;
   private readonly log: ThrottledLog;
   private readonly now: () => number;
   private readonly builds = new LocalFlights();
   private readonly refreshes = new Map<string, Promise<Built | undefined>>();
   private readonly backoff = new Map<string, { until: number; failures: number }>();
-  private readonly resolved = new Map<string, CacheSettings>();
 
   constructor(given: BufferCacheParts) {
     super();
@@ -118,11 +116,14 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       given.engine ??
       new SingleFlightEngine({ lock: this.lock, options: this.options, messages: this.messages });
     const { cacheDefaults } = this.options;
-    this.defaults = {
-      ...cacheDefaults,
-      lockTtl: cacheDefaults.lockTtl ?? this.options.ttl,
-      lockTimeout: cacheDefaults.lockTimeout ?? this.options.lockTimeout,
-    };
+    this.settings = new CallSettings(
+      {
+        ...cacheDefaults,
+        lockTtl: cacheDefaults.lockTtl ?? this.options.ttl,
+        lockTimeout: cacheDefaults.lockTimeout ?? this.options.lockTimeout,
+      },
+      this.messages,
+    );
     this.now = given.now ?? Date.now;
     this.log = new ThrottledLog(
       this.options.logger,
@@ -162,7 +163,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
 
   /** Stores `value` under `key` as a fresh entry, with no lock. */
   async set(key: string, value: unknown, options?: BufferCacheOptions): Promise<void> {
-    const settings = this.settingsFor(options);
+    const settings = this.settings.of(options);
     const text = this.entries.encode(key, value, settings);
     await this.entries.write(key, this.lockKeyOf(key), text, settings);
   }
@@ -178,7 +179,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     factory: () => T | Promise<T>,
     options?: BufferCacheOptions,
   ): Promise<CacheLookup<Awaited<T>>> {
-    const settings = this.settingsFor(options);
+    const settings = this.settings.of(options);
     const lockKey = this.lockKeyOf(key);
     const entry = await this.entries.lookup(key, lockKey);
     const now = this.now();
@@ -307,43 +308,6 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     }
     return this.lock.redisKey(key);
   }
-
-  /**
-   * `options` over the defaults, validated once per set of values: callers pass a new object
-   * literal on every call, and validation costs far more than a cache read.
-   */
-  private settingsFor(options: BufferCacheOptions | undefined): CacheSettings {
-    if (options === undefined) return this.defaults;
-    const id = optionsId(options);
-    let settings = id === undefined ? undefined : this.resolved.get(id);
-    if (settings) return settings;
-    const own = validateOptions(CacheOptionsDto, options, this.messages, 'partial');
-    const merged: Record<string, unknown> = { ...this.defaults };
-    for (const [name, value] of Object.entries(own)) if (value !== undefined) merged[name] = value;
-    settings = merged as CacheSettings;
-    // Only valid values get here; a program that makes options up endlessly starts over.
-    if (this.resolved.size >= MAX_RESOLVED) this.resolved.clear();
-    if (id !== undefined) this.resolved.set(id, settings);
-    return settings;
-  }
-}
-
-const OPTION_NAMES = ['ttl', 'grace', 'timeout', 'lockTtl', 'lockTimeout'] as const;
-
-/**
- * The values of `options` as one text, or `undefined` when one is neither a number nor a string
- * (then it is validated every time: `['30']` must not pass for `'30'`).
- */
-function optionsId(options: BufferCacheOptions): string | undefined {
-  let id = '';
-  for (const name of OPTION_NAMES) {
-    const value: unknown = options[name];
-    if (value !== undefined && typeof value !== 'number' && typeof value !== 'string') {
-      return undefined;
-    }
-    id += `${typeof value}:${String(value)}|`;
-  }
-  return id;
 }
 
 /** `promise`'s value if it settles within `ms`, else `undefined`. Never rejects. */
