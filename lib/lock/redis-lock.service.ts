@@ -66,7 +66,7 @@ export class RedisLockService {
   private client: RedisScriptClient | undefined;
   /** The lock's own commands go through this: `client`, batched under load (batchingClient). */
   private commands: RedisScriptClient | undefined;
-  private connecting: Promise<RedisScriptClient> | undefined;
+  private connecting: Promise<void> | undefined;
 
   constructor(
     @Inject(BUFFER_LOCK_OPTIONS) options: RedisLockOptions,
@@ -137,7 +137,8 @@ export class RedisLockService {
     let client: RedisScriptClient;
     let answer: unknown;
     try {
-      client = this.commands ?? (await this.connectCommands());
+      if (!this.commands) await this.connect();
+      client = this.commands!;
     } catch (error) {
       return [undefined, this.failure('redis_lock_failed', error)];
     }
@@ -168,8 +169,7 @@ export class RedisLockService {
     if (!isGuard(guard)) return [false, this.error('redis_invalid_guard')];
     let answer: unknown;
     try {
-      const client = this.commands ?? (await this.connectCommands());
-      answer = await releaseLock(client, guard.key, guard.token);
+      answer = await this.withCommands((client) => releaseLock(client, guard.key, guard.token));
     } catch (error) {
       return [false, this.failure('redis_unlock_failed', error)];
     }
@@ -187,8 +187,9 @@ export class RedisLockService {
     if (seconds === undefined) return [false, this.error('redis_ttl_invalid')];
     let answer: unknown;
     try {
-      const client = this.commands ?? (await this.connectCommands());
-      answer = await extendLock(client, guard.key, guard.token, toMilliseconds(seconds));
+      answer = await this.withCommands((client) =>
+        extendLock(client, guard.key, guard.token, toMilliseconds(seconds)),
+      );
     } catch (error) {
       return [false, this.failure('redis_extend_failed', error)];
     }
@@ -211,7 +212,8 @@ export class RedisLockService {
    */
   async getClient(): Promise<RedisScriptClient> {
     try {
-      return this.client ?? (await this.connect());
+      if (!this.client) await this.connect();
+      return this.client!;
     } catch (error) {
       if (error instanceof NoClient) throw this.error('redis_no_client');
       throw error;
@@ -232,21 +234,30 @@ export class RedisLockService {
     this.commands = batchingClient(client);
   }
 
-  /** The client for the lock's own commands, connecting on first use. */
-  private async connectCommands(): Promise<RedisScriptClient> {
-    await this.connect();
-    return this.commands!;
+  /**
+   * The client for the lock's own commands, connecting on first use. A callback rather than a
+   * promise of the client: a client may itself look like a promise (see `connect`).
+   */
+  private async withCommands<T>(run: (client: RedisScriptClient) => Promise<T>): Promise<T> {
+    if (!this.commands) await this.connect();
+    return run(this.commands!);
   }
 
-  /** The client, made by the factory on first use. Concurrent first calls share one call. */
-  private connect(): Promise<RedisScriptClient> {
+  /**
+   * Makes the client by the factory on first use. Concurrent first calls share one call. The
+   * promise settles with nothing: a client may itself look like a promise (a Proxy that sends
+   * every property as a command has a `then`), and resolving a promise with it would call that.
+   */
+  private connect(): Promise<void> {
+    if (this.client) return Promise.resolve();
     if (this.connecting) return this.connecting;
     const factory = this.options.redis as RedisClientFactory;
     const attempt = (async () => {
-      const client = await factory();
+      const made = factory();
+      // A client is used as it is; only something else (a promise, of any library) is awaited.
+      const client: unknown = isScriptClient(made) ? made : await made;
       if (!isScriptClient(client)) throw new NoClient();
       this.use(client);
-      return client;
     })();
     // A failed attempt is forgotten, so the next call asks the factory again.
     attempt.catch(() => {

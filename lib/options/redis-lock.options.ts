@@ -34,11 +34,36 @@ export interface RedisScriptClient {
 export type RedisClientFactory = () =>
   RedisScriptClient | null | undefined | Promise<RedisScriptClient | null | undefined>;
 
+/** `value[name]`, or `undefined` when reading it throws (a getter or a Proxy trap). */
+const fieldOf = (value: object, name: string): unknown => {
+  try {
+    return (value as Record<string, unknown>)[name];
+  } catch {
+    return undefined;
+  }
+};
+
+/**
+ * Whether `value` is an ioredis `Redis` or `Cluster`, or a fork with their shape (iovalkey, for
+ * one): `eval()` and `pipeline()` methods, an `options` object, a `status` string and an
+ * `isCluster` flag. Only such a client is sent pipelines.
+ */
+export const isIoredisClient = (value: unknown): boolean => {
+  if (typeof value !== 'object' || value === null) return false;
+  const options = fieldOf(value, 'options');
+  return (
+    typeof fieldOf(value, 'eval') === 'function' &&
+    typeof fieldOf(value, 'pipeline') === 'function' &&
+    typeof options === 'object' &&
+    options !== null &&
+    typeof fieldOf(value, 'status') === 'string' &&
+    typeof fieldOf(value, 'isCluster') === 'boolean'
+  );
+};
+
 /** Whether `value` is a client the lock can drive: an object with `eval()`. */
 export const isScriptClient = (value: unknown): value is RedisScriptClient =>
-  typeof value === 'object' &&
-  value !== null &&
-  typeof (value as Partial<RedisScriptClient>).eval === 'function';
+  typeof value === 'object' && value !== null && typeof fieldOf(value, 'eval') === 'function';
 
 const isMessageCatalog = (value: unknown): boolean =>
   value === undefined ||

@@ -1,4 +1,4 @@
-import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import { isIoredisClient, type RedisScriptClient } from '../options/redis-lock.options.js';
 
 /** One command as ioredis `pipeline([...])` takes it: the name, then the arguments. */
 type PipelinedCommand = [name: 'eval' | 'evalsha' | 'set', ...args: (string | number)[]];
@@ -29,7 +29,8 @@ interface Pending {
 const canBatch = (client: RedisScriptClient): client is PipelineClient => {
   const candidate = client as Partial<PipelineClient>;
   return (
-    typeof candidate.pipeline === 'function' &&
+    // Only ioredis (and its forks) is known to take `pipeline(commands)` and answer with `exec()`.
+    isIoredisClient(client) &&
     typeof client.evalsha === 'function' &&
     typeof client.set === 'function' &&
     // A Cluster pipeline must keep to one slot, and lock keys spread over all of them.
@@ -47,8 +48,8 @@ const canBatch = (client: RedisScriptClient): client is PipelineClient => {
  * and one read of the socket, for Node and for Redis, instead of one each. Replies, errors
  * (NOSCRIPT, command timeouts) and order are each command's own, as if sent alone.
  *
- * Returns `client` itself when it cannot pipeline (no `pipeline()`, eval-only clients), is a
- * Cluster, or auto-pipelines already (`enableAutoPipelining`). Only calls the client's methods; it
+ * Returns `client` itself when it is not an ioredis client (eval-only clients, and any other
+ * object with a `pipeline` method: its `pipeline()` may mean something else), is a Cluster, or auto-pipelines already (`enableAutoPipelining`). Only calls the client's methods; it
  * never changes the client.
  *
  * @example
