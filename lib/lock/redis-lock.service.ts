@@ -16,6 +16,7 @@ import {
 import { parseSeconds, toMilliseconds } from '../options/seconds.js';
 import { isResolved } from '../options/validate-options.js';
 import { acquireLock } from '../redis/acquire-lock.js';
+import { BadReply } from '../redis/bad-reply.js';
 import { batchingClient } from '../redis/batching-client.js';
 import { extendLock } from '../redis/extend-lock.js';
 import { acquireFencedLock } from '../redis/fencing.js';
@@ -276,6 +277,10 @@ export class RedisLockService {
     if (error instanceof NoClient) {
       const text = this.messages.render('redis_no_client');
       return new LockError('redis_no_client', this.messages.render(id, { ERROR: text }));
+    }
+    if (error instanceof BadReply) {
+      const text = this.messages.render('redis_bad_reply');
+      return new LockError('redis_bad_reply', this.messages.render(id, { ERROR: text }));
     }
     return new LockError(id, this.messages.render(id, { ERROR: describe(error) }), {
       cause: error,

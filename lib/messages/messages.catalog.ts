@@ -24,6 +24,7 @@ export const ENGLISH_MESSAGES = {
   redis_lock_failed: 'Redis lock failed: ERROR',
   redis_no_client: 'Redis client factory returned no client',
   redis_no_result: 'Redis lock command returned no result',
+  redis_bad_reply: 'Redis lock command returned an unexpected reply',
   // release() — returned as LockError
   redis_invalid_guard: 'invalid lock guard',
   redis_unlock_failed: 'Redis unlock failed: ERROR',

@@ -1,3 +1,4 @@
+import { BadReply } from './bad-reply.js';
 import { isIoredisClient, type RedisScriptClient } from '../options/redis-lock.options.js';
 
 /** One command as ioredis `pipeline([...])` takes it: the name, then the arguments. */
@@ -72,17 +73,24 @@ export function batchingClient(client: RedisScriptClient): RedisScriptClient {
     const batch = queue;
     queue = [];
     waiting += batch.length;
-    let replies: Promise<[Error | null, unknown][] | null>;
+    let replies: unknown;
     try {
       replies = client.pipeline(batch.map((p) => p.command)).exec();
     } catch (error) {
       replies = Promise.reject(error);
     }
-    replies.then(
-      (results) => {
+    // Promise.resolve: a misbehaving client's exec() may answer no promise, or a thenable that
+    // throws; every queued command settles all the same, and nothing is thrown in setImmediate.
+    Promise.resolve(replies).then(
+      (results: unknown) => {
         waiting -= batch.length;
         batch.forEach((pending, i) => {
-          const [error, reply] = results?.[i] ?? [new Error('no reply in the pipeline'), null];
+          const result: unknown = Array.isArray(results) ? results[i] : undefined;
+          if (!Array.isArray(result)) {
+            pending.reject(new BadReply());
+            return;
+          }
+          const [error, reply] = result as [unknown, unknown];
           if (error) pending.reject(error);
           else pending.resolve(reply);
         });

@@ -1,8 +1,9 @@
 import type { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RedisLockService, type RedisScriptClient } from '../../lib/index.js';
 import { withRedisServer } from './lock-helpers.js';
 import type { RedisServer } from '../support/redis-server.js';
+import { collectEscapes, settle } from '../support/escapes.js';
 
 /**
  * Which clients the lock drives, and how: ioredis (and forks of it) with batching, a minimal
@@ -14,21 +15,7 @@ let server: RedisServer;
 let admin: Redis;
 withRedisServer((s, a) => ((server = s), (admin = a)));
 
-/** Every unhandled rejection and uncaught exception while a test runs. */
-const escaped: unknown[] = [];
-const record = (error: unknown): void => void escaped.push(error);
-beforeAll(() => {
-  process.on('unhandledRejection', record);
-  process.on('uncaughtException', record);
-});
-afterAll(() => {
-  process.off('unhandledRejection', record);
-  process.off('uncaughtException', record);
-});
-afterEach(() => {
-  escaped.length = 0;
-});
-const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 100));
+const escaped = collectEscapes();
 
 /** A client that sends every property it is asked for as a Redis command of that name. */
 function dispatchingClient(real: Redis): RedisScriptClient {
