@@ -39,6 +39,12 @@ const describe = (error: unknown): string =>
  */
 export const ACQUIRE_KEY: unique symbol = Symbol('acquireKey');
 
+/** String.prototype.isWellFormed (Node 20, ES2024; the library compiles against ES2023). */
+type WellFormedTest = string & { isWellFormed(): boolean };
+
+/** A byte no UTF-8 text contains: the prefix that keeps keys with lone surrogates apart. */
+const NOT_UTF8 = Buffer.from([0xff]);
+
 /** Thrown inside the service when the factory gives no client; never leaves it. */
 class NoClient extends Error {}
 
@@ -223,11 +229,18 @@ export class RedisLockService {
 
   /**
    * The Redis key for a cache key: the namespace, then the hex MD5 of the key's UTF-8 bytes.
-   * Override it to add a Redis Cluster hash tag.
+   * A key that is not well-formed UTF-16 (it has a lone surrogate, such as `'\uD800'`) has no
+   * UTF-8 form: UTF-8 would turn each lone surrogate into U+FFFD, so `'\uD800'`, `'\uDBFF'` and
+   * `'\uFFFD'` would share one lock. Such a key is hashed as the byte 0xFF, which no UTF-8 text
+   * contains, then its UTF-16LE code units: distinct keys get distinct locks, and every
+   * well-formed key keeps the key it always had. Override it to add a Redis Cluster hash tag.
    */
   protected key(cacheKey: string): string {
     // One-shot crypto.hash (UTF-8 for strings): a third of createHash's cost per call.
-    return this.options.namespace + hash('md5', cacheKey, 'hex');
+    if ((cacheKey as WellFormedTest).isWellFormed())
+      return this.options.namespace + hash('md5', cacheKey, 'hex');
+    const units = Buffer.from(cacheKey, 'utf16le');
+    return this.options.namespace + hash('md5', Buffer.concat([NOT_UTF8, units]), 'hex');
   }
 
   private use(client: RedisScriptClient): void {
