@@ -48,6 +48,9 @@ const NOT_UTF8 = Buffer.from([0xff]);
 /** Thrown inside the service when the factory gives no client; never leaves it. */
 class NoClient extends Error {}
 
+/** Thrown inside the service when the factory gives no client in `connectTimeout`; never leaves it. */
+class ConnectTimeout extends Error {}
+
 /**
  * A lock through one Redis server, so that only one worker of many builds a given cache entry.
  * Each call resolves to a tuple and never rejects for Redis trouble: see {@link AcquireResult}.
@@ -269,7 +272,7 @@ export class RedisLockService {
     const attempt = (async () => {
       const made = factory();
       // A client is used as it is; only something else (a promise, of any library) is awaited.
-      const client: unknown = isScriptClient(made) ? made : await made;
+      const client: unknown = isScriptClient(made) ? made : await this.inTime(made);
       if (!isScriptClient(client)) throw new NoClient();
       this.use(client);
     })();
@@ -281,6 +284,18 @@ export class RedisLockService {
     return attempt;
   }
 
+  /** `made` awaited for at most `connectTimeout` seconds; rejects with ConnectTimeout after. */
+  private inTime(made: unknown): Promise<unknown> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new ConnectTimeout()), this.options.connectTimeout * 1000);
+      // A factory still pending keeps no process alive.
+      timer.unref();
+    });
+    // race() handles a late rejection of `made` too: nothing is left unhandled.
+    return Promise.race([made, deadline]).finally(() => clearTimeout(timer));
+  }
+
   private error(id: MessageId): LockError {
     return new LockError(id, this.messages.render(id));
   }
@@ -290,6 +305,11 @@ export class RedisLockService {
     if (error instanceof NoClient) {
       const text = this.messages.render('redis_no_client');
       return new LockError('redis_no_client', this.messages.render(id, { ERROR: text }));
+    }
+    if (error instanceof ConnectTimeout) {
+      const seconds = this.options.connectTimeout;
+      const text = this.messages.render('redis_connect_timeout', { SECONDS: seconds });
+      return new LockError('redis_connect_timeout', this.messages.render(id, { ERROR: text }));
     }
     if (error instanceof BadReply) {
       const text = this.messages.render('redis_bad_reply');

@@ -18,6 +18,7 @@ export const ENGLISH_MESSAGES = {
   redis_ttl_invalid: 'cache_lock ttl must be a positive number of seconds',
   redis_messages_invalid: 'cache_lock messages must be an object of texts keyed by message id',
   redis_fencing_invalid: 'cache_lock fencing must be true or false',
+  redis_connect_timeout_invalid: 'cache_lock connectTimeout must be a positive number of seconds',
   // acquire() — returned as LockError
   lock_key_undefined: 'cache key is not defined',
   lock_key_invalid: 'cache key must be a string',
@@ -25,6 +26,7 @@ export const ENGLISH_MESSAGES = {
   redis_no_client: 'Redis client factory returned no client',
   redis_no_result: 'Redis lock command returned no result',
   redis_bad_reply: 'Redis lock command returned an unexpected reply',
+  redis_connect_timeout: 'Redis client factory gave no client within SECONDS s',
   // release() — returned as LockError
   redis_invalid_guard: 'invalid lock guard',
   redis_unlock_failed: 'Redis unlock failed: ERROR',

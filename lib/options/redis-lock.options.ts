@@ -101,6 +101,14 @@ export class RedisLockOptionsDto {
    */
   @Rule('redis_fencing_invalid', (v) => typeof v === 'boolean')
   fencing: boolean = false;
+
+  /**
+   * Seconds a factory's promise may take to give the client. A call still waiting then fails
+   * with `redis_connect_timeout`, and the next call asks the factory again (a client it gives
+   * later is not used). Positive; fractions allowed. Default `10`.
+   */
+  @Seconds('redis_connect_timeout_invalid')
+  connectTimeout: number = 10;
 }
 
 /**
