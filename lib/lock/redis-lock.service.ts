@@ -30,8 +30,18 @@ const isGuard = (value: unknown): value is LockGuard =>
   typeof (value as Partial<LockGuard>).key === 'string' &&
   typeof (value as Partial<LockGuard>).token === 'string';
 
-const describe = (error: unknown): string =>
-  error instanceof Error ? error.message : String(error);
+/** A fencing number as the script's INCR gives it: a positive safe integer. */
+const isFence = (answer: unknown): answer is number =>
+  typeof answer === 'number' && Number.isSafeInteger(answer) && answer > 0;
+
+/** The client's error as text; one that cannot be made a string is named by its type. */
+const describe = (error: unknown): string => {
+  try {
+    return error instanceof Error ? String(error.message) : String(error);
+  } catch {
+    return Object.prototype.toString.call(error);
+  }
+};
 
 /**
  * The method that acquires by a Redis key already derived: the library's own callers use it; it
@@ -163,12 +173,14 @@ export class RedisLockService {
       return [undefined, this.failure('redis_lock_failed', error)];
     }
     if (answer === undefined || answer === null) return [undefined, this.error('redis_no_result')];
+    // Only the replies Redis gives count: a Symbol, `true`, `'1'` or `[1]` is no lock.
+    if (answer === 0) return [undefined, undefined];
     if (this.options.fencing) {
-      return Number(answer) > 0
-        ? [{ ...guard, fence: Number(answer) }, undefined]
-        : [undefined, undefined];
+      return isFence(answer)
+        ? [{ ...guard, fence: answer }, undefined]
+        : [undefined, this.error('redis_bad_reply')];
     }
-    return Number(answer) === 1 ? [guard, undefined] : [undefined, undefined];
+    return answer === 1 ? [guard, undefined] : [undefined, this.error('redis_bad_reply')];
   }
 
   /**
@@ -204,7 +216,8 @@ export class RedisLockService {
       return [false, this.failure('redis_extend_failed', error)];
     }
     if (answer === undefined || answer === null) return [false, this.error('redis_no_result')];
-    return Number(answer) === 1 ? [true, undefined] : [false, undefined];
+    if (answer === 0) return [false, undefined];
+    return answer === 1 ? [true, undefined] : [false, this.error('redis_bad_reply')];
   }
 
   /**
