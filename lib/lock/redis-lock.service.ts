@@ -24,11 +24,19 @@ import { releaseLock } from '../redis/release-lock.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
 import { createToken } from './tokens.js';
 
-const isGuard = (value: unknown): value is LockGuard =>
-  typeof value === 'object' &&
-  value !== null &&
-  typeof (value as Partial<LockGuard>).key === 'string' &&
-  typeof (value as Partial<LockGuard>).token === 'string';
+/**
+ * The key and token of `value`, each read once, or `undefined` when it is no guard: not an
+ * object, a field that is not a string, or a getter or Proxy trap that throws.
+ */
+const readGuard = (value: unknown): { key: string; token: string } | undefined => {
+  if (typeof value !== 'object' || value === null) return undefined;
+  try {
+    const { key, token } = value as Partial<LockGuard>;
+    return typeof key === 'string' && typeof token === 'string' ? { key, token } : undefined;
+  } catch {
+    return undefined;
+  }
+};
 
 /** A fencing number as the script's INCR gives it: a positive safe integer. */
 const isFence = (answer: unknown): answer is number =>
@@ -187,8 +195,9 @@ export class RedisLockService {
    * Deletes the lock if it still holds this guard's token. A lock that already expired, or was
    * taken by another holder since, is left alone and the call still succeeds.
    */
-  async release(guard: LockGuard): Promise<ReleaseResult> {
-    if (!isGuard(guard)) return [false, this.error('redis_invalid_guard')];
+  async release(given: LockGuard): Promise<ReleaseResult> {
+    const guard = readGuard(given);
+    if (!guard) return [false, this.error('redis_invalid_guard')];
     let answer: unknown;
     try {
       answer = await this.withCommands((client) => releaseLock(client, guard.key, guard.token));
@@ -203,8 +212,9 @@ export class RedisLockService {
    * Moves the lock's expiry to `ttl` seconds from now (default: the service's `ttl`), if the lock
    * still holds this guard's token. The watchdog of long builds uses it.
    */
-  async extend(guard: LockGuard, ttl: number = this.options.ttl): Promise<ExtendResult> {
-    if (!isGuard(guard)) return [false, this.error('redis_invalid_guard')];
+  async extend(given: LockGuard, ttl: number = this.options.ttl): Promise<ExtendResult> {
+    const guard = readGuard(given);
+    if (!guard) return [false, this.error('redis_invalid_guard')];
     const seconds = parseSeconds(ttl);
     if (seconds === undefined) return [false, this.error('redis_ttl_invalid')];
     let answer: unknown;

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { LockError, RedisLockService, type LockGuard } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { collectEscapes, settle } from '../support/escapes.js';
 import {
   failFastClient,
   rkey,
@@ -18,6 +19,11 @@ withRedisServer((s, a) => ((server = s), (admin = a)));
 
 /** One worker: its own service and its own connection, as after a fork. */
 const worker = lockWorkers(() => server, NS);
+
+/** A getter or trap that throws. */
+const boom = (): never => {
+  throw new Error('read me not');
+};
 
 describe('release', () => {
   describe('the holder’s guard: release deletes the key and returns (true, undefined)', () => {
@@ -113,6 +119,77 @@ describe('release', () => {
       expect(error).toBeInstanceOf(LockError);
       expect(error!.code).toBe('redis_invalid_guard');
       expect(error!.message).toBe('invalid lock guard');
+    });
+  });
+
+  describe('a guard that throws when it is read: (false, redis_invalid_guard), nothing rejects', () => {
+    const escaped = collectEscapes();
+    const throwing: [string, () => object][] = [
+      [
+        'a getter on key that throws',
+        () => ({
+          get key(): string {
+            return boom();
+          },
+          token: 't',
+        }),
+      ],
+      [
+        'a getter on token that throws',
+        () => ({
+          key: `${NS}k`,
+          get token(): string {
+            return boom();
+          },
+        }),
+      ],
+      ['a Proxy whose get trap throws', () => new Proxy({}, { get: boom })],
+      [
+        'a Proxy whose every trap throws',
+        () =>
+          new Proxy(
+            {},
+            {
+              get: boom,
+              has: boom,
+              getPrototypeOf: boom,
+              ownKeys: boom,
+              getOwnPropertyDescriptor: boom,
+            },
+          ),
+      ],
+    ];
+    it.each(throwing)('release and extend of %s', async (_name, make) => {
+      const lock = worker();
+      const [held] = await lock.acquire('throwing-guard');
+      for (const answer of [
+        await lock.release(make() as LockGuard),
+        await lock.extend(make() as LockGuard),
+      ]) {
+        expect(answer[0]).toBe(false);
+        expect(answer[1]).toMatchObject({
+          code: 'redis_invalid_guard',
+          message: 'invalid lock guard',
+        });
+      }
+      expect(await admin.get(held!.key)).toBe(held!.token);
+      await lock.release(held!);
+      await settle();
+      expect(escaped).toEqual([]);
+    });
+
+    it('a guard whose key reads differently each time is read once', async () => {
+      const lock = worker();
+      const [held] = await lock.acquire('shifting-guard');
+      let reads = 0;
+      const shifting = {
+        get key(): unknown {
+          return reads++ === 0 ? held!.key : 42;
+        },
+        token: held!.token,
+      };
+      expect(await lock.release(shifting as LockGuard)).toEqual([true, undefined]);
+      expect(await admin.exists(held!.key)).toBe(0);
     });
   });
 
