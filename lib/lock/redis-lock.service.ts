@@ -193,11 +193,12 @@ export class RedisLockService {
 
   /**
    * Deletes the lock if it still holds this guard's token. A lock that already expired, or was
-   * taken by another holder since, is left alone and the call still succeeds.
+   * taken by another holder since, is left alone and the call still succeeds. A guard whose key
+   * is outside this service's namespace is refused (`redis_invalid_guard`), and nothing is sent.
    */
   async release(given: LockGuard): Promise<ReleaseResult> {
     const guard = readGuard(given);
-    if (!guard) return [false, this.error('redis_invalid_guard')];
+    if (!guard || !this.isOwnKey(guard.key)) return [false, this.error('redis_invalid_guard')];
     let answer: unknown;
     try {
       answer = await this.withCommands((client) => releaseLock(client, guard.key, guard.token));
@@ -210,11 +211,12 @@ export class RedisLockService {
 
   /**
    * Moves the lock's expiry to `ttl` seconds from now (default: the service's `ttl`), if the lock
-   * still holds this guard's token. The watchdog of long builds uses it.
+   * still holds this guard's token. The watchdog of long builds uses it. A guard whose key is
+   * outside this service's namespace is refused (`redis_invalid_guard`), and nothing is sent.
    */
   async extend(given: LockGuard, ttl: number = this.options.ttl): Promise<ExtendResult> {
     const guard = readGuard(given);
-    if (!guard) return [false, this.error('redis_invalid_guard')];
+    if (!guard || !this.isOwnKey(guard.key)) return [false, this.error('redis_invalid_guard')];
     const seconds = parseSeconds(ttl);
     if (seconds === undefined) return [false, this.error('redis_ttl_invalid')];
     let answer: unknown;
@@ -267,6 +269,21 @@ export class RedisLockService {
       return this.options.namespace + hash('md5', cacheKey, 'hex');
     const units = Buffer.from(cacheKey, 'utf16le');
     return this.options.namespace + hash('md5', Buffer.concat([NOT_UTF8, units]), 'hex');
+  }
+
+  /**
+   * Whether `redisKey` is in this service's namespace, so a guard for it may release or extend:
+   * the key starts with the namespace, or a leading hash tag holds it or precedes it (`{ns…}…`,
+   * `{tag}ns…`, as a `key()` override for Redis Cluster makes). A forged guard for any other key
+   * (a data key and its value) is refused before Redis is asked.
+   */
+  private isOwnKey(redisKey: string): boolean {
+    const { namespace } = this.options;
+    if (redisKey.startsWith(namespace)) return true;
+    if (!redisKey.startsWith('{')) return false;
+    if (redisKey.startsWith(namespace, 1)) return true;
+    const close = redisKey.indexOf('}');
+    return close > 0 && redisKey.startsWith(namespace, close + 1);
   }
 
   private use(client: RedisScriptClient): void {

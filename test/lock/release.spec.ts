@@ -193,6 +193,49 @@ describe('release', () => {
     });
   });
 
+  describe('a guard for a key outside the namespace: (false, redis_invalid_guard), nothing touched', () => {
+    it('a forged guard carrying a data key and its value neither deletes it nor sets its TTL', async () => {
+      await admin.set('some:data:key', 'precious');
+      const forged: LockGuard = { key: 'some:data:key', token: 'precious' };
+      const lock = worker();
+      for (const [ok, error] of [await lock.release(forged), await lock.extend(forged, 1)]) {
+        expect(ok).toBe(false);
+        expect(error).toMatchObject({ code: 'redis_invalid_guard', message: 'invalid lock guard' });
+      }
+      expect(await admin.get('some:data:key')).toBe('precious');
+      expect(await admin.pttl('some:data:key')).toBe(-1);
+    });
+
+    it('a guard of another namespace is refused; its own service releases it', async () => {
+      const other = new RedisLockService({ redis: () => server.client(), namespace: 'other-ns:' });
+      const [guard] = await other.acquire('theirs');
+      expect((await worker().release(guard!))[1]?.code).toBe('redis_invalid_guard');
+      expect((await worker().extend(guard!))[1]?.code).toBe('redis_invalid_guard');
+      expect(await admin.get(guard!.key)).toBe(guard!.token);
+      expect(await other.release(guard!)).toEqual([true, undefined]);
+    });
+
+    it('a key() override with a hash tag before the namespace, or around it, is its own', async () => {
+      class Before extends RedisLockService {
+        protected override key(cacheKey: string): string {
+          return `{shard-1}${super.key(cacheKey)}`;
+        }
+      }
+      class Around extends RedisLockService {
+        protected override key(cacheKey: string): string {
+          return `{${this.namespace}}${cacheKey}`;
+        }
+      }
+      for (const Lock of [Before, Around]) {
+        const lock = new Lock({ redis: () => server.client(), namespace: NS });
+        const [guard] = await lock.acquire('tagged');
+        expect(await lock.extend(guard!)).toEqual([true, undefined]);
+        expect(await lock.release(guard!)).toEqual([true, undefined]);
+        expect(await admin.exists(guard!.key)).toBe(0);
+      }
+    });
+  });
+
   describe('Redis unreachable: (false, redis_unlock_failed), and the lock stays until its TTL', () => {
     it('a factory that throws', async () => {
       const [guard] = await worker().acquire('stays');

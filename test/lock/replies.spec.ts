@@ -40,9 +40,10 @@ const answering = (reply: unknown, withSet: boolean): RedisScriptClient => ({
   ...(withSet ? { set: () => Promise.resolve(reply) } : {}),
 });
 
-const set = (reply: unknown) => new RedisLockService({ redis: answering(reply, true) });
+const set = (reply: unknown) =>
+  new RedisLockService({ redis: answering(reply, true), namespace: NS });
 const script = (reply: unknown, fencing = false) =>
-  new RedisLockService({ redis: answering(reply, false), fencing });
+  new RedisLockService({ redis: answering(reply, false), namespace: NS, fencing });
 
 describe('replies a client should never give', () => {
   it.each(STRANGE)(
