@@ -65,6 +65,8 @@ export const ENGLISH_MESSAGES = {
   single_flight_key_invalid:
     '@SingleFlight key must be a non-empty string or a function that returns the cache key',
   single_flight_not_method: '@SingleFlight can only decorate a method',
+  single_flight_options_invalid:
+    '@SingleFlight options must be an object of the per-method settings (ttl, lockTimeout, onBusy, share, onRedisError, maxHold)',
   single_flight_no_module:
     'CLASS.METHOD uses @SingleFlight, but BufferLockModule is not visible to its module: import BufferLockModule.forRoot() there, or register it with isGlobal: true',
   lock_busy: 'This entry is being built by another worker; try again shortly',
@@ -95,6 +97,8 @@ export const ENGLISH_MESSAGES = {
   cached_key_invalid:
     '@Cached key must be a non-empty string or a function that returns the cache key',
   cached_not_method: '@Cached can only decorate a method',
+  cached_options_invalid:
+    '@Cached options must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout)',
   cached_unsupported:
     '@Cached on CLASS.METHOD cannot cache its result as one entry: WHAT. Return plain data',
   cached_no_module:
