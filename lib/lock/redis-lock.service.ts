@@ -66,6 +66,18 @@ const NOT_UTF8 = Buffer.from([0xff]);
 /** Thrown inside the service when the factory gives no client; never leaves it. */
 class NoClient extends Error {}
 
+/**
+ * Thrown inside the service when the factory gives a client of a family the lock does not drive
+ * (node-redis); never leaves it.
+ */
+class UnsupportedClient extends Error {}
+
+/** An object with an `eval` method, of any client family. */
+const hasEval = (value: unknown): boolean =>
+  typeof value === 'object' &&
+  value !== null &&
+  typeof (value as { eval?: unknown }).eval === 'function';
+
 /** Thrown inside the service when the factory gives no client in `connectTimeout`; never leaves it. */
 class ConnectTimeout extends Error {}
 
@@ -313,7 +325,10 @@ export class RedisLockService {
       const made = factory();
       // A client is used as it is; only something else (a promise, of any library) is awaited.
       const client: unknown = isScriptClient(made) ? made : await this.inTime(made);
-      if (!isScriptClient(client)) throw new NoClient();
+      if (!isScriptClient(client)) {
+        // Something with eval() that is not driven (node-redis) is refused; nothing is no client.
+        throw hasEval(client) ? new UnsupportedClient() : new NoClient();
+      }
       this.use(client);
     })();
     // A failed attempt is forgotten, so the next call asks the factory again.
@@ -345,6 +360,10 @@ export class RedisLockService {
     if (error instanceof NoClient) {
       const text = this.messages.render('redis_no_client');
       return new LockError('redis_no_client', this.messages.render(id, { ERROR: text }));
+    }
+    if (error instanceof UnsupportedClient) {
+      const text = this.messages.render('redis_client_invalid');
+      return new LockError('redis_client_invalid', this.messages.render(id, { ERROR: text }));
     }
     if (error instanceof ConnectTimeout) {
       const seconds = this.options.connectTimeout;

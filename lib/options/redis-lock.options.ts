@@ -61,9 +61,25 @@ export const isIoredisClient = (value: unknown): boolean => {
   );
 };
 
-/** Whether `value` is a client the lock can drive: an object with `eval()`. */
+/**
+ * Whether `value` is a node-redis client or cluster (`createClient()`, `createCluster()` of the
+ * `redis` package): `sendCommand()` with `isOpen` / `isReady` flags. Its `eval()` and `set()` take
+ * other arguments than the lock sends (`set` would drop NX and PX), so it is not driven.
+ */
+const isNodeRedisClient = (value: object): boolean =>
+  typeof fieldOf(value, 'sendCommand') === 'function' &&
+  (typeof fieldOf(value, 'isOpen') === 'boolean' || typeof fieldOf(value, 'isReady') === 'boolean');
+
+/**
+ * Whether `value` is a client the lock can drive: an ioredis client ({@link isIoredisClient}), or
+ * an object with `eval()` (the minimal {@link RedisScriptClient}) that is not a client of another
+ * family whose methods take other arguments (node-redis, not supported yet).
+ */
 export const isScriptClient = (value: unknown): value is RedisScriptClient =>
-  typeof value === 'object' && value !== null && typeof fieldOf(value, 'eval') === 'function';
+  typeof value === 'object' &&
+  value !== null &&
+  typeof fieldOf(value, 'eval') === 'function' &&
+  (isIoredisClient(value) || !isNodeRedisClient(value));
 
 const isMessageCatalog = (value: unknown): boolean =>
   value === undefined ||
@@ -79,7 +95,10 @@ const isMessageCatalog = (value: unknown): boolean =>
  * its rule and the message id it is refused with.
  */
 export class RedisLockOptionsDto {
-  /** A client with `eval()`, or (better) a factory returning one. Required. */
+  /**
+   * A client with `eval()` (ioredis, or any minimal {@link RedisScriptClient}; node-redis is not
+   * supported yet and is refused), or (better) a factory returning one. Required.
+   */
   @Rule('redis_client_invalid', (v) => isScriptClient(v) || typeof v === 'function')
   redis: unknown;
 
