@@ -72,10 +72,18 @@ export class BufferLockClients {
   }
 
   private tracked(factory: RedisClientFactory): RedisClientFactory {
-    return async () => {
-      const client = await factory();
-      if (client) this.made.add(client);
-      return client;
+    return () => {
+      const made = factory();
+      // A client is handed on as it is: one that has a `then` (a Proxy sending every property as
+      // a command) must not be resolved as a promise.
+      if (isScriptClient(made)) {
+        this.made.add(made);
+        return made;
+      }
+      return Promise.resolve(made).then((client) => {
+        if (client) this.made.add(client);
+        return client;
+      });
     };
   }
 }

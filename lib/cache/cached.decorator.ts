@@ -5,6 +5,7 @@ import {
   configError,
   injectOnce,
   isKeyForm,
+  isOptionsForm,
   keyOf,
   originalMethod,
   type KeyedMethodDecorator,
@@ -42,6 +43,7 @@ export function Cached<This, Args extends unknown[]>(
 ): KeyedMethodDecorator {
   const messages = new BufferLockMessages();
   if (!isKeyForm(key)) throw configError(messages, 'key', 'cached_key_invalid');
+  if (!isOptionsForm(options)) throw configError(messages, 'options', 'cached_options_invalid');
   // Validated once, here; the cache keeps what it resolves for this very object.
   validateOptions(CacheOptionsDto, options, messages, 'partial');
 

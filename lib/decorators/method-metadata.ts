@@ -39,6 +39,14 @@ export function originalMethod<F>(
 export const isKeyForm = (key: unknown): boolean =>
   (typeof key === 'string' && key !== '') || typeof key === 'function';
 
+/**
+ * Whether `options` is a decorator's options argument: left out (`undefined`) or an object that
+ * is no array. Anything else (`@SingleFlight('k', 'skip')`) would be silently ignored.
+ */
+export const isOptionsForm = (options: unknown): boolean =>
+  options === undefined ||
+  (typeof options === 'object' && options !== null && !Array.isArray(options));
+
 /** The key of one call, from its own arguments. */
 export function keyOf<This, Args extends unknown[]>(
   key: SingleFlightKey<This, Args>,

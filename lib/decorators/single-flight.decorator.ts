@@ -12,6 +12,7 @@ import {
   configError,
   injectOnce,
   isKeyForm,
+  isOptionsForm,
   keyOf,
   originalMethod,
   type KeyedMethodDecorator,
@@ -71,6 +72,9 @@ export function SingleFlight<This, Args extends unknown[]>(
   const messages = new BufferLockMessages();
   if (!isKeyForm(key)) {
     throw configError(messages, 'key', 'single_flight_key_invalid');
+  }
+  if (!isOptionsForm(options)) {
+    throw configError(messages, 'options', 'single_flight_options_invalid');
   }
   const own = resolveSingleFlightOptions(options, messages);
 

@@ -16,6 +16,7 @@ import {
 import { parseSeconds, toMilliseconds } from '../options/seconds.js';
 import { isResolved } from '../options/validate-options.js';
 import { acquireLock } from '../redis/acquire-lock.js';
+import { BadReply } from '../redis/bad-reply.js';
 import { batchingClient } from '../redis/batching-client.js';
 import { extendLock } from '../redis/extend-lock.js';
 import { acquireFencedLock } from '../redis/fencing.js';
@@ -23,14 +24,32 @@ import { releaseLock } from '../redis/release-lock.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
 import { createToken } from './tokens.js';
 
-const isGuard = (value: unknown): value is LockGuard =>
-  typeof value === 'object' &&
-  value !== null &&
-  typeof (value as Partial<LockGuard>).key === 'string' &&
-  typeof (value as Partial<LockGuard>).token === 'string';
+/**
+ * The key and token of `value`, each read once, or `undefined` when it is no guard: not an
+ * object, a field that is not a string, or a getter or Proxy trap that throws.
+ */
+const readGuard = (value: unknown): { key: string; token: string } | undefined => {
+  if (typeof value !== 'object' || value === null) return undefined;
+  try {
+    const { key, token } = value as Partial<LockGuard>;
+    return typeof key === 'string' && typeof token === 'string' ? { key, token } : undefined;
+  } catch {
+    return undefined;
+  }
+};
 
-const describe = (error: unknown): string =>
-  error instanceof Error ? error.message : String(error);
+/** A fencing number as the script's INCR gives it: a positive safe integer. */
+const isFence = (answer: unknown): answer is number =>
+  typeof answer === 'number' && Number.isSafeInteger(answer) && answer > 0;
+
+/** The client's error as text; one that cannot be made a string is named by its type. */
+const describe = (error: unknown): string => {
+  try {
+    return error instanceof Error ? String(error.message) : String(error);
+  } catch {
+    return Object.prototype.toString.call(error);
+  }
+};
 
 /**
  * The method that acquires by a Redis key already derived: the library's own callers use it; it
@@ -38,8 +57,29 @@ const describe = (error: unknown): string =>
  */
 export const ACQUIRE_KEY: unique symbol = Symbol('acquireKey');
 
+/** String.prototype.isWellFormed (Node 20, ES2024; the library compiles against ES2023). */
+type WellFormedTest = string & { isWellFormed(): boolean };
+
+/** A byte no UTF-8 text contains: the prefix that keeps keys with lone surrogates apart. */
+const NOT_UTF8 = Buffer.from([0xff]);
+
 /** Thrown inside the service when the factory gives no client; never leaves it. */
 class NoClient extends Error {}
+
+/**
+ * Thrown inside the service when the factory gives a client of a family the lock does not drive
+ * (node-redis); never leaves it.
+ */
+class UnsupportedClient extends Error {}
+
+/** An object with an `eval` method, of any client family. */
+const hasEval = (value: unknown): boolean =>
+  typeof value === 'object' &&
+  value !== null &&
+  typeof (value as { eval?: unknown }).eval === 'function';
+
+/** Thrown inside the service when the factory gives no client in `connectTimeout`; never leaves it. */
+class ConnectTimeout extends Error {}
 
 /**
  * A lock through one Redis server, so that only one worker of many builds a given cache entry.
@@ -66,7 +106,7 @@ export class RedisLockService {
   private client: RedisScriptClient | undefined;
   /** The lock's own commands go through this: `client`, batched under load (batchingClient). */
   private commands: RedisScriptClient | undefined;
-  private connecting: Promise<RedisScriptClient> | undefined;
+  private connecting: Promise<void> | undefined;
 
   constructor(
     @Inject(BUFFER_LOCK_OPTIONS) options: RedisLockOptions,
@@ -137,7 +177,8 @@ export class RedisLockService {
     let client: RedisScriptClient;
     let answer: unknown;
     try {
-      client = this.commands ?? (await this.connectCommands());
+      if (!this.commands) await this.connect();
+      client = this.commands!;
     } catch (error) {
       return [undefined, this.failure('redis_lock_failed', error)];
     }
@@ -152,24 +193,27 @@ export class RedisLockService {
       return [undefined, this.failure('redis_lock_failed', error)];
     }
     if (answer === undefined || answer === null) return [undefined, this.error('redis_no_result')];
+    // Only the replies Redis gives count: a Symbol, `true`, `'1'` or `[1]` is no lock.
+    if (answer === 0) return [undefined, undefined];
     if (this.options.fencing) {
-      return Number(answer) > 0
-        ? [{ ...guard, fence: Number(answer) }, undefined]
-        : [undefined, undefined];
+      return isFence(answer)
+        ? [{ ...guard, fence: answer }, undefined]
+        : [undefined, this.error('redis_bad_reply')];
     }
-    return Number(answer) === 1 ? [guard, undefined] : [undefined, undefined];
+    return answer === 1 ? [guard, undefined] : [undefined, this.error('redis_bad_reply')];
   }
 
   /**
    * Deletes the lock if it still holds this guard's token. A lock that already expired, or was
-   * taken by another holder since, is left alone and the call still succeeds.
+   * taken by another holder since, is left alone and the call still succeeds. A guard whose key
+   * is outside this service's namespace is refused (`redis_invalid_guard`), and nothing is sent.
    */
-  async release(guard: LockGuard): Promise<ReleaseResult> {
-    if (!isGuard(guard)) return [false, this.error('redis_invalid_guard')];
+  async release(given: LockGuard): Promise<ReleaseResult> {
+    const guard = readGuard(given);
+    if (!guard || !this.isOwnKey(guard.key)) return [false, this.error('redis_invalid_guard')];
     let answer: unknown;
     try {
-      const client = this.commands ?? (await this.connectCommands());
-      answer = await releaseLock(client, guard.key, guard.token);
+      answer = await this.withCommands((client) => releaseLock(client, guard.key, guard.token));
     } catch (error) {
       return [false, this.failure('redis_unlock_failed', error)];
     }
@@ -179,21 +223,25 @@ export class RedisLockService {
 
   /**
    * Moves the lock's expiry to `ttl` seconds from now (default: the service's `ttl`), if the lock
-   * still holds this guard's token. The watchdog of long builds uses it.
+   * still holds this guard's token. The watchdog of long builds uses it. A guard whose key is
+   * outside this service's namespace is refused (`redis_invalid_guard`), and nothing is sent.
    */
-  async extend(guard: LockGuard, ttl: number = this.options.ttl): Promise<ExtendResult> {
-    if (!isGuard(guard)) return [false, this.error('redis_invalid_guard')];
+  async extend(given: LockGuard, ttl: number = this.options.ttl): Promise<ExtendResult> {
+    const guard = readGuard(given);
+    if (!guard || !this.isOwnKey(guard.key)) return [false, this.error('redis_invalid_guard')];
     const seconds = parseSeconds(ttl);
     if (seconds === undefined) return [false, this.error('redis_ttl_invalid')];
     let answer: unknown;
     try {
-      const client = this.commands ?? (await this.connectCommands());
-      answer = await extendLock(client, guard.key, guard.token, toMilliseconds(seconds));
+      answer = await this.withCommands((client) =>
+        extendLock(client, guard.key, guard.token, toMilliseconds(seconds)),
+      );
     } catch (error) {
       return [false, this.failure('redis_extend_failed', error)];
     }
     if (answer === undefined || answer === null) return [false, this.error('redis_no_result')];
-    return Number(answer) === 1 ? [true, undefined] : [false, undefined];
+    if (answer === 0) return [false, undefined];
+    return answer === 1 ? [true, undefined] : [false, this.error('redis_bad_reply')];
   }
 
   /**
@@ -211,7 +259,8 @@ export class RedisLockService {
    */
   async getClient(): Promise<RedisScriptClient> {
     try {
-      return this.client ?? (await this.connect());
+      if (!this.client) await this.connect();
+      return this.client!;
     } catch (error) {
       if (error instanceof NoClient) throw this.error('redis_no_client');
       throw error;
@@ -220,11 +269,33 @@ export class RedisLockService {
 
   /**
    * The Redis key for a cache key: the namespace, then the hex MD5 of the key's UTF-8 bytes.
-   * Override it to add a Redis Cluster hash tag.
+   * A key that is not well-formed UTF-16 (it has a lone surrogate, such as `'\uD800'`) has no
+   * UTF-8 form: UTF-8 would turn each lone surrogate into U+FFFD, so `'\uD800'`, `'\uDBFF'` and
+   * `'\uFFFD'` would share one lock. Such a key is hashed as the byte 0xFF, which no UTF-8 text
+   * contains, then its UTF-16LE code units: distinct keys get distinct locks, and every
+   * well-formed key keeps the key it always had. Override it to add a Redis Cluster hash tag.
    */
   protected key(cacheKey: string): string {
     // One-shot crypto.hash (UTF-8 for strings): a third of createHash's cost per call.
-    return this.options.namespace + hash('md5', cacheKey, 'hex');
+    if ((cacheKey as WellFormedTest).isWellFormed())
+      return this.options.namespace + hash('md5', cacheKey, 'hex');
+    const units = Buffer.from(cacheKey, 'utf16le');
+    return this.options.namespace + hash('md5', Buffer.concat([NOT_UTF8, units]), 'hex');
+  }
+
+  /**
+   * Whether `redisKey` is in this service's namespace, so a guard for it may release or extend:
+   * the key starts with the namespace, or a leading hash tag holds it or precedes it (`{ns…}…`,
+   * `{tag}ns…`, as a `key()` override for Redis Cluster makes). A forged guard for any other key
+   * (a data key and its value) is refused before Redis is asked.
+   */
+  private isOwnKey(redisKey: string): boolean {
+    const { namespace } = this.options;
+    if (redisKey.startsWith(namespace)) return true;
+    if (!redisKey.startsWith('{')) return false;
+    if (redisKey.startsWith(namespace, 1)) return true;
+    const close = redisKey.indexOf('}');
+    return close > 0 && redisKey.startsWith(namespace, close + 1);
   }
 
   private use(client: RedisScriptClient): void {
@@ -232,21 +303,33 @@ export class RedisLockService {
     this.commands = batchingClient(client);
   }
 
-  /** The client for the lock's own commands, connecting on first use. */
-  private async connectCommands(): Promise<RedisScriptClient> {
-    await this.connect();
-    return this.commands!;
+  /**
+   * The client for the lock's own commands, connecting on first use. A callback rather than a
+   * promise of the client: a client may itself look like a promise (see `connect`).
+   */
+  private async withCommands<T>(run: (client: RedisScriptClient) => Promise<T>): Promise<T> {
+    if (!this.commands) await this.connect();
+    return run(this.commands!);
   }
 
-  /** The client, made by the factory on first use. Concurrent first calls share one call. */
-  private connect(): Promise<RedisScriptClient> {
+  /**
+   * Makes the client by the factory on first use. Concurrent first calls share one call. The
+   * promise settles with nothing: a client may itself look like a promise (a Proxy that sends
+   * every property as a command has a `then`), and resolving a promise with it would call that.
+   */
+  private connect(): Promise<void> {
+    if (this.client) return Promise.resolve();
     if (this.connecting) return this.connecting;
     const factory = this.options.redis as RedisClientFactory;
     const attempt = (async () => {
-      const client = await factory();
-      if (!isScriptClient(client)) throw new NoClient();
+      const made = factory();
+      // A client is used as it is; only something else (a promise, of any library) is awaited.
+      const client: unknown = isScriptClient(made) ? made : await this.inTime(made);
+      if (!isScriptClient(client)) {
+        // Something with eval() that is not driven (node-redis) is refused; nothing is no client.
+        throw hasEval(client) ? new UnsupportedClient() : new NoClient();
+      }
       this.use(client);
-      return client;
     })();
     // A failed attempt is forgotten, so the next call asks the factory again.
     attempt.catch(() => {
@@ -254,6 +337,18 @@ export class RedisLockService {
     });
     this.connecting = attempt;
     return attempt;
+  }
+
+  /** `made` awaited for at most `connectTimeout` seconds; rejects with ConnectTimeout after. */
+  private inTime(made: unknown): Promise<unknown> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new ConnectTimeout()), this.options.connectTimeout * 1000);
+      // A factory still pending keeps no process alive.
+      timer.unref();
+    });
+    // race() handles a late rejection of `made` too: nothing is left unhandled.
+    return Promise.race([made, deadline]).finally(() => clearTimeout(timer));
   }
 
   private error(id: MessageId): LockError {
@@ -265,6 +360,19 @@ export class RedisLockService {
     if (error instanceof NoClient) {
       const text = this.messages.render('redis_no_client');
       return new LockError('redis_no_client', this.messages.render(id, { ERROR: text }));
+    }
+    if (error instanceof UnsupportedClient) {
+      const text = this.messages.render('redis_client_invalid');
+      return new LockError('redis_client_invalid', this.messages.render(id, { ERROR: text }));
+    }
+    if (error instanceof ConnectTimeout) {
+      const seconds = this.options.connectTimeout;
+      const text = this.messages.render('redis_connect_timeout', { SECONDS: seconds });
+      return new LockError('redis_connect_timeout', this.messages.render(id, { ERROR: text }));
+    }
+    if (error instanceof BadReply) {
+      const text = this.messages.render('redis_bad_reply');
+      return new LockError('redis_bad_reply', this.messages.render(id, { ERROR: text }));
     }
     return new LockError(id, this.messages.render(id, { ERROR: describe(error) }), {
       cause: error,

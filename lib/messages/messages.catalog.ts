@@ -18,12 +18,15 @@ export const ENGLISH_MESSAGES = {
   redis_ttl_invalid: 'cache_lock ttl must be a positive number of seconds',
   redis_messages_invalid: 'cache_lock messages must be an object of texts keyed by message id',
   redis_fencing_invalid: 'cache_lock fencing must be true or false',
+  redis_connect_timeout_invalid: 'cache_lock connectTimeout must be a positive number of seconds',
   // acquire() — returned as LockError
   lock_key_undefined: 'cache key is not defined',
   lock_key_invalid: 'cache key must be a string',
   redis_lock_failed: 'Redis lock failed: ERROR',
   redis_no_client: 'Redis client factory returned no client',
   redis_no_result: 'Redis lock command returned no result',
+  redis_bad_reply: 'Redis lock command returned an unexpected reply',
+  redis_connect_timeout: 'Redis client factory gave no client within SECONDS s',
   // release() — returned as LockError
   redis_invalid_guard: 'invalid lock guard',
   redis_unlock_failed: 'Redis unlock failed: ERROR',
@@ -62,6 +65,8 @@ export const ENGLISH_MESSAGES = {
   single_flight_key_invalid:
     '@SingleFlight key must be a non-empty string or a function that returns the cache key',
   single_flight_not_method: '@SingleFlight can only decorate a method',
+  single_flight_options_invalid:
+    '@SingleFlight options must be an object of the per-method settings (ttl, lockTimeout, onBusy, share, onRedisError, maxHold)',
   single_flight_no_module:
     'CLASS.METHOD uses @SingleFlight, but BufferLockModule is not visible to its module: import BufferLockModule.forRoot() there, or register it with isGlobal: true',
   lock_busy: 'This entry is being built by another worker; try again shortly',
@@ -92,6 +97,8 @@ export const ENGLISH_MESSAGES = {
   cached_key_invalid:
     '@Cached key must be a non-empty string or a function that returns the cache key',
   cached_not_method: '@Cached can only decorate a method',
+  cached_options_invalid:
+    '@Cached options must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout)',
   cached_unsupported:
     '@Cached on CLASS.METHOD cannot cache its result as one entry: WHAT. Return plain data',
   cached_no_module:

@@ -34,11 +34,52 @@ export interface RedisScriptClient {
 export type RedisClientFactory = () =>
   RedisScriptClient | null | undefined | Promise<RedisScriptClient | null | undefined>;
 
-/** Whether `value` is a client the lock can drive: an object with `eval()`. */
+/** `value[name]`, or `undefined` when reading it throws (a getter or a Proxy trap). */
+const fieldOf = (value: object, name: string): unknown => {
+  try {
+    return (value as Record<string, unknown>)[name];
+  } catch {
+    return undefined;
+  }
+};
+
+/**
+ * Whether `value` is an ioredis `Redis` or `Cluster`, or a fork with their shape (iovalkey, for
+ * one): `eval()` and `pipeline()` methods, an `options` object, a `status` string and an
+ * `isCluster` flag. Only such a client is sent pipelines.
+ */
+export const isIoredisClient = (value: unknown): boolean => {
+  if (typeof value !== 'object' || value === null) return false;
+  const options = fieldOf(value, 'options');
+  return (
+    typeof fieldOf(value, 'eval') === 'function' &&
+    typeof fieldOf(value, 'pipeline') === 'function' &&
+    typeof options === 'object' &&
+    options !== null &&
+    typeof fieldOf(value, 'status') === 'string' &&
+    typeof fieldOf(value, 'isCluster') === 'boolean'
+  );
+};
+
+/**
+ * Whether `value` is a node-redis client or cluster (`createClient()`, `createCluster()` of the
+ * `redis` package): `sendCommand()` with `isOpen` / `isReady` flags. Its `eval()` and `set()` take
+ * other arguments than the lock sends (`set` would drop NX and PX), so it is not driven.
+ */
+const isNodeRedisClient = (value: object): boolean =>
+  typeof fieldOf(value, 'sendCommand') === 'function' &&
+  (typeof fieldOf(value, 'isOpen') === 'boolean' || typeof fieldOf(value, 'isReady') === 'boolean');
+
+/**
+ * Whether `value` is a client the lock can drive: an ioredis client ({@link isIoredisClient}), or
+ * an object with `eval()` (the minimal {@link RedisScriptClient}) that is not a client of another
+ * family whose methods take other arguments (node-redis, not supported yet).
+ */
 export const isScriptClient = (value: unknown): value is RedisScriptClient =>
   typeof value === 'object' &&
   value !== null &&
-  typeof (value as Partial<RedisScriptClient>).eval === 'function';
+  typeof fieldOf(value, 'eval') === 'function' &&
+  (isIoredisClient(value) || !isNodeRedisClient(value));
 
 const isMessageCatalog = (value: unknown): boolean =>
   value === undefined ||
@@ -54,7 +95,10 @@ const isMessageCatalog = (value: unknown): boolean =>
  * its rule and the message id it is refused with.
  */
 export class RedisLockOptionsDto {
-  /** A client with `eval()`, or (better) a factory returning one. Required. */
+  /**
+   * A client with `eval()` (ioredis, or any minimal {@link RedisScriptClient}; node-redis is not
+   * supported yet and is refused), or (better) a factory returning one. Required.
+   */
   @Rule('redis_client_invalid', (v) => isScriptClient(v) || typeof v === 'function')
   redis: unknown;
 
@@ -76,6 +120,14 @@ export class RedisLockOptionsDto {
    */
   @Rule('redis_fencing_invalid', (v) => typeof v === 'boolean')
   fencing: boolean = false;
+
+  /**
+   * Seconds a factory's promise may take to give the client. A call still waiting then fails
+   * with `redis_connect_timeout`, and the next call asks the factory again (a client it gives
+   * later is not used). Positive; fractions allowed. Default `10`.
+   */
+  @Seconds('redis_connect_timeout_invalid')
+  connectTimeout: number = 10;
 }
 
 /**

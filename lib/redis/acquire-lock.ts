@@ -9,13 +9,21 @@ end
 return 0
 `);
 
+/**
+ * What a SET answered that it never answers: the caller reads it as a bad reply. A SET reply such
+ * as the number 1 must not pass on as the script's "taken".
+ */
+export const UNEXPECTED_SET_REPLY: unique symbol = Symbol('unexpected SET reply');
+
 /** What `SET key token PX ms NX` answers: `'OK'` when set, `null` when the key exists. */
-const fromSetReply = (reply: unknown): unknown => (reply === 'OK' ? 1 : reply === null ? 0 : reply);
+const fromSetReply = (reply: unknown): unknown =>
+  reply === 'OK' ? 1 : reply === null ? 0 : reply === undefined ? undefined : UNEXPECTED_SET_REPLY;
 
 /**
  * Sets `key` to `token` for `ttlMs` milliseconds unless the key exists, in one atomic step.
  * Resolves 1 when the lock was taken, 0 when it is held, and whatever a misbehaving client
- * answered otherwise (the caller treats a missing answer as an error).
+ * answered otherwise ({@link UNEXPECTED_SET_REPLY} for a SET reply other than `'OK'` or `null`;
+ * the caller treats a missing or unexpected answer as an error).
  *
  * A client with `set()` (ioredis, node-redis adapters) is sent the plain `SET … NX PX`: the same
  * single atomic command the script would run, without the cost of a Lua call on the server. A

@@ -1,4 +1,5 @@
-import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import { BadReply } from './bad-reply.js';
+import { isIoredisClient, type RedisScriptClient } from '../options/redis-lock.options.js';
 
 /** One command as ioredis `pipeline([...])` takes it: the name, then the arguments. */
 type PipelinedCommand = [name: 'eval' | 'evalsha' | 'set', ...args: (string | number)[]];
@@ -29,7 +30,8 @@ interface Pending {
 const canBatch = (client: RedisScriptClient): client is PipelineClient => {
   const candidate = client as Partial<PipelineClient>;
   return (
-    typeof candidate.pipeline === 'function' &&
+    // Only ioredis (and its forks) is known to take `pipeline(commands)` and answer with `exec()`.
+    isIoredisClient(client) &&
     typeof client.evalsha === 'function' &&
     typeof client.set === 'function' &&
     // A Cluster pipeline must keep to one slot, and lock keys spread over all of them.
@@ -47,8 +49,8 @@ const canBatch = (client: RedisScriptClient): client is PipelineClient => {
  * and one read of the socket, for Node and for Redis, instead of one each. Replies, errors
  * (NOSCRIPT, command timeouts) and order are each command's own, as if sent alone.
  *
- * Returns `client` itself when it cannot pipeline (no `pipeline()`, eval-only clients), is a
- * Cluster, or auto-pipelines already (`enableAutoPipelining`). Only calls the client's methods; it
+ * Returns `client` itself when it is not an ioredis client (eval-only clients, and any other
+ * object with a `pipeline` method: its `pipeline()` may mean something else), is a Cluster, or auto-pipelines already (`enableAutoPipelining`). Only calls the client's methods; it
  * never changes the client.
  *
  * @example
@@ -71,17 +73,24 @@ export function batchingClient(client: RedisScriptClient): RedisScriptClient {
     const batch = queue;
     queue = [];
     waiting += batch.length;
-    let replies: Promise<[Error | null, unknown][] | null>;
+    let replies: unknown;
     try {
       replies = client.pipeline(batch.map((p) => p.command)).exec();
     } catch (error) {
       replies = Promise.reject(error);
     }
-    replies.then(
-      (results) => {
+    // Promise.resolve: a misbehaving client's exec() may answer no promise, or a thenable that
+    // throws; every queued command settles all the same, and nothing is thrown in setImmediate.
+    Promise.resolve(replies).then(
+      (results: unknown) => {
         waiting -= batch.length;
         batch.forEach((pending, i) => {
-          const [error, reply] = results?.[i] ?? [new Error('no reply in the pipeline'), null];
+          const result: unknown = Array.isArray(results) ? results[i] : undefined;
+          if (!Array.isArray(result)) {
+            pending.reject(new BadReply());
+            return;
+          }
+          const [error, reply] = result as [unknown, unknown];
           if (error) pending.reject(error);
           else pending.resolve(reply);
         });

@@ -184,6 +184,20 @@ describe('@Cached refuses, when the class is defined, what is not one value', ()
     expect(error.message).toContain('it returns an Observable');
   });
 
+  it.each([
+    ["'skip'", 'skip'],
+    ['null', null],
+    ['60', 60],
+    ['an array', [{ ttl: 60 }]],
+    ['a function', () => ({ ttl: 60 })],
+  ])('options that are no object: %s', (_name, options) => {
+    const error = refusal(() => Cached('k', options as never));
+    expect(error.code).toBe('cached_options_invalid');
+    expect(error.message).toBe(
+      '@Cached options must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout)',
+    );
+  });
+
   it('a bad key or bad options', () => {
     expect(refusal(() => Cached('')).code).toBe('cached_key_invalid');
     expect(refusal(() => Cached('k', { grace: -1 } as never)).code).toBe('cache_grace_invalid');

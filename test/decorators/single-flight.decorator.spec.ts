@@ -442,6 +442,35 @@ describe('decorator arguments are checked when the class is defined', () => {
     expect(codesOf(() => SingleFlight(42 as never))).toEqual(['single_flight_key_invalid']);
   });
 
+  it.each([
+    ["'skip'", 'skip'],
+    ['null', null],
+    ['42', 42],
+    ['true', true],
+    ['an array', [{ onBusy: 'skip' }]],
+    ['a function', () => ({ onBusy: 'skip' })],
+  ])('rejects options that are no object: %s', (_name, options) => {
+    expect(codesOf(() => SingleFlight('k', options as never))).toEqual([
+      'single_flight_options_invalid',
+    ]);
+    const error = (() => {
+      try {
+        SingleFlight('k', options as never);
+      } catch (thrown) {
+        return thrown as BufferLockConfigError;
+      }
+    })();
+    expect(error?.message).toBe(
+      '@SingleFlight options must be an object of the per-method settings (ttl, lockTimeout, onBusy, share, onRedisError, maxHold)',
+    );
+  });
+
+  it('takes options left out, given as undefined, or an empty object', () => {
+    expect(() => SingleFlight('k')).not.toThrow();
+    expect(() => SingleFlight('k', undefined)).not.toThrow();
+    expect(() => SingleFlight('k', {})).not.toThrow();
+  });
+
   it('rejects bad ttl, lockTimeout and onBusy, all at once', () => {
     expect(
       codesOf(() =>

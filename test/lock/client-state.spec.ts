@@ -188,6 +188,71 @@ describe('the Redis client: made by the factory on first use, or given as an obj
     });
   });
 
+  describe('a factory that never settles: the call fails after connectTimeout', () => {
+    it('acquire, release and extend get redis_connect_timeout, and the next call asks again', async () => {
+      const factory = vi
+        .fn<() => Promise<Redis>>()
+        .mockImplementationOnce(() => new Promise<Redis>(() => {}))
+        .mockImplementationOnce(() => new Promise<Redis>(() => {}))
+        .mockImplementation(() => Promise.resolve(makeClient()));
+      const lock = new RedisLockService({ redis: factory, namespace: NS, connectTimeout: 0.2 });
+      const start = Date.now();
+      const [[guard, error], [ok, releaseError]] = await Promise.all([
+        lock.acquire('hung-factory'),
+        lock.release({ key: `${NS}x`, token: 't' }),
+      ]);
+      expect(Date.now() - start).toBeLessThan(2000);
+      expect(guard).toBeUndefined();
+      expect(error).toMatchObject({
+        code: 'redis_connect_timeout',
+        message: 'Redis lock failed: Redis client factory gave no client within 0.2 s',
+      });
+      expect(ok).toBe(false);
+      expect(releaseError?.code).toBe('redis_connect_timeout');
+      expect(factory).toHaveBeenCalledTimes(1);
+      const [extended, extendError] = await lock.extend({ key: `${NS}x`, token: 't' });
+      expect(extended).toBe(false);
+      expect(extendError).toMatchObject({
+        code: 'redis_connect_timeout',
+        message: 'Redis lock extend failed: Redis client factory gave no client within 0.2 s',
+      });
+      expect(factory).toHaveBeenCalledTimes(2);
+      const [taken, none] = await lock.acquire('hung-factory');
+      expect(none).toBeUndefined();
+      expect(await admin.get(taken!.key)).toBe(taken!.token);
+      expect(factory).toHaveBeenCalledTimes(3);
+      await lock.release(taken!);
+    });
+
+    it('the deadline is 10 s by default', async () => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      try {
+        const lock = new RedisLockService({ redis: () => new Promise<Redis>(() => {}) });
+        let settled: unknown;
+        void lock.acquire('hung-default').then((result) => (settled = result));
+        await vi.advanceTimersByTimeAsync(9_900);
+        expect(settled).toBeUndefined();
+        await vi.advanceTimersByTimeAsync(200);
+        expect(settled).toEqual([
+          undefined,
+          expect.objectContaining({ code: 'redis_connect_timeout' }),
+        ]);
+      } finally {
+        vi.useRealTimers();
+      }
+    });
+
+    it.each([0, -1, 'soon', Number.NaN])(
+      'connectTimeout %j is refused by new',
+      (connectTimeout) => {
+        expect(
+          () =>
+            new RedisLockService({ redis: makeClient, connectTimeout: connectTimeout as number }),
+        ).toThrow(expect.objectContaining({ code: 'redis_connect_timeout_invalid' }));
+      },
+    );
+  });
+
   describe('an object as "redis": used as the client from the start', () => {
     it('the object itself is used from the first call, with no factory step', async () => {
       const real = server.client({ lazyConnect: true });

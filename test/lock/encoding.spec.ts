@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService } from '../../lib/index.js';
@@ -66,11 +67,33 @@ describe('encoding: any Unicode in keys, namespace and messages', () => {
       await Promise.all(guards.map((g) => lock.release(g!)));
     });
 
-    it('a lone surrogate is hashed as U+FFFD, like its UTF-8 encoding', async () => {
-      const [guard] = await lock.acquire('\uD800');
-      expect(guard!.key).toBe(rkey(NS, '\uFFFD'));
+    it("'\\uD800', '\\uDBFF' and '\\uFFFD' are three distinct locks, all held at once", async () => {
+      const keys = ['\uD800', '\uDBFF', '\uFFFD', 'a\uDC00b', 'a\uFFFDb'];
+      const results = await Promise.all(keys.map((key) => lock.acquire(key)));
+      const guards = results.map(([guard, error]) => (expect(error).toBeUndefined(), guard!));
+      expect(new Set(guards.map((g) => g.key)).size).toBe(keys.length);
+      for (const guard of guards) expect(await admin.get(guard.key)).toBe(guard.token);
+      // U+FFFD itself is well formed: its key is the md5 of its UTF-8 bytes, as before.
+      expect(guards[2]!.key).toBe(rkey(NS, '\uFFFD'));
+      expect(guards[0]!.key).not.toBe(rkey(NS, '\uFFFD'));
+      expect(guards[0]!.key).toMatch(/^encoding-spec:[0-9a-f]{32}$/);
+      await Promise.all(guards.map((g) => lock.release(g)));
+    });
+
+    it('a key with a lone surrogate hashes 0xFF then its UTF-16LE code units', async () => {
+      const key = 'x\uD800y';
+      const bytes = Buffer.concat([Buffer.from([0xff]), Buffer.from(key, 'utf16le')]);
+      const [guard] = await lock.acquire(key);
+      expect(guard!.key).toBe(NS + createHash('md5').update(bytes).digest('hex'));
       await lock.release(guard!);
     });
+
+    it.each(KEYS.filter(([name]) => !name.startsWith('1 MB')))(
+      'a well-formed key keeps its key: %s is the md5 of its UTF-8 bytes',
+      (_name, key) => {
+        expect(lock.redisKey(key)).toBe(rkey(NS, key));
+      },
+    );
   });
 
   describe('namespace: sent to Redis as part of the key', () => {

@@ -181,7 +181,7 @@ describe('messages: each error’s id and English text', () => {
 
     it('redis_unlock_failed: ERROR from the client when the server is gone', async () => {
       const lock = new RedisLockService({ redis: await deadClient(), namespace: NS });
-      const [ok, error] = await lock.release({ key: 'k', token: 't' });
+      const [ok, error] = await lock.release({ key: `${NS}k`, token: 't' });
       expect(ok).toBe(false);
       expect(error).toMatchObject({
         code: 'redis_unlock_failed',
@@ -191,7 +191,7 @@ describe('messages: each error’s id and English text', () => {
 
     it('redis_no_result on release (eval answered nothing)', async () => {
       const lock = new RedisLockService({ redis: silentClient(undefined), namespace: NS });
-      const [ok, error] = await lock.release({ key: 'k', token: 't' });
+      const [ok, error] = await lock.release({ key: `${NS}k`, token: 't' });
       expect(ok).toBe(false);
       expect(error).toMatchObject({
         code: 'redis_no_result',
@@ -211,7 +211,7 @@ describe('messages: each error’s id and English text', () => {
 
     it('redis_extend_failed: Redis lock extend failed: ERROR', async () => {
       const lock = new RedisLockService({ redis: await deadClient(), namespace: NS });
-      expect(await lock.extend({ key: 'k', token: 't' })).toEqual([
+      expect(await lock.extend({ key: `${NS}k`, token: 't' })).toEqual([
         false,
         expect.objectContaining({
           code: 'redis_extend_failed',
@@ -307,7 +307,7 @@ describe('messages: overrides (any characters, emoji included)', () => {
       message: '🛡️ ungültig',
     });
     expect(
-      (await withOverrides(await deadClient()).release({ key: 'k', token: 't' }))[1],
+      (await withOverrides(await deadClient()).release({ key: `${NS}k`, token: 't' }))[1],
     ).toMatchObject({
       code: 'redis_unlock_failed',
       message: '🔓 Freigabe fehlgeschlagen: Connection is closed.',

@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { LockError, RedisLockService, type LockGuard } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { collectEscapes, settle } from '../support/escapes.js';
 import {
   failFastClient,
   rkey,
@@ -18,6 +19,11 @@ withRedisServer((s, a) => ((server = s), (admin = a)));
 
 /** One worker: its own service and its own connection, as after a fork. */
 const worker = lockWorkers(() => server, NS);
+
+/** A getter or trap that throws. */
+const boom = (): never => {
+  throw new Error('read me not');
+};
 
 describe('release', () => {
   describe('the holder’s guard: release deletes the key and returns (true, undefined)', () => {
@@ -113,6 +119,120 @@ describe('release', () => {
       expect(error).toBeInstanceOf(LockError);
       expect(error!.code).toBe('redis_invalid_guard');
       expect(error!.message).toBe('invalid lock guard');
+    });
+  });
+
+  describe('a guard that throws when it is read: (false, redis_invalid_guard), nothing rejects', () => {
+    const escaped = collectEscapes();
+    const throwing: [string, () => object][] = [
+      [
+        'a getter on key that throws',
+        () => ({
+          get key(): string {
+            return boom();
+          },
+          token: 't',
+        }),
+      ],
+      [
+        'a getter on token that throws',
+        () => ({
+          key: `${NS}k`,
+          get token(): string {
+            return boom();
+          },
+        }),
+      ],
+      ['a Proxy whose get trap throws', () => new Proxy({}, { get: boom })],
+      [
+        'a Proxy whose every trap throws',
+        () =>
+          new Proxy(
+            {},
+            {
+              get: boom,
+              has: boom,
+              getPrototypeOf: boom,
+              ownKeys: boom,
+              getOwnPropertyDescriptor: boom,
+            },
+          ),
+      ],
+    ];
+    it.each(throwing)('release and extend of %s', async (_name, make) => {
+      const lock = worker();
+      const [held] = await lock.acquire('throwing-guard');
+      for (const answer of [
+        await lock.release(make() as LockGuard),
+        await lock.extend(make() as LockGuard),
+      ]) {
+        expect(answer[0]).toBe(false);
+        expect(answer[1]).toMatchObject({
+          code: 'redis_invalid_guard',
+          message: 'invalid lock guard',
+        });
+      }
+      expect(await admin.get(held!.key)).toBe(held!.token);
+      await lock.release(held!);
+      await settle();
+      expect(escaped).toEqual([]);
+    });
+
+    it('a guard whose key reads differently each time is read once', async () => {
+      const lock = worker();
+      const [held] = await lock.acquire('shifting-guard');
+      let reads = 0;
+      const shifting = {
+        get key(): unknown {
+          return reads++ === 0 ? held!.key : 42;
+        },
+        token: held!.token,
+      };
+      expect(await lock.release(shifting as LockGuard)).toEqual([true, undefined]);
+      expect(await admin.exists(held!.key)).toBe(0);
+    });
+  });
+
+  describe('a guard for a key outside the namespace: (false, redis_invalid_guard), nothing touched', () => {
+    it('a forged guard carrying a data key and its value neither deletes it nor sets its TTL', async () => {
+      await admin.set('some:data:key', 'precious');
+      const forged: LockGuard = { key: 'some:data:key', token: 'precious' };
+      const lock = worker();
+      for (const [ok, error] of [await lock.release(forged), await lock.extend(forged, 1)]) {
+        expect(ok).toBe(false);
+        expect(error).toMatchObject({ code: 'redis_invalid_guard', message: 'invalid lock guard' });
+      }
+      expect(await admin.get('some:data:key')).toBe('precious');
+      expect(await admin.pttl('some:data:key')).toBe(-1);
+    });
+
+    it('a guard of another namespace is refused; its own service releases it', async () => {
+      const other = new RedisLockService({ redis: () => server.client(), namespace: 'other-ns:' });
+      const [guard] = await other.acquire('theirs');
+      expect((await worker().release(guard!))[1]?.code).toBe('redis_invalid_guard');
+      expect((await worker().extend(guard!))[1]?.code).toBe('redis_invalid_guard');
+      expect(await admin.get(guard!.key)).toBe(guard!.token);
+      expect(await other.release(guard!)).toEqual([true, undefined]);
+    });
+
+    it('a key() override with a hash tag before the namespace, or around it, is its own', async () => {
+      class Before extends RedisLockService {
+        protected override key(cacheKey: string): string {
+          return `{shard-1}${super.key(cacheKey)}`;
+        }
+      }
+      class Around extends RedisLockService {
+        protected override key(cacheKey: string): string {
+          return `{${this.namespace}}${cacheKey}`;
+        }
+      }
+      for (const Lock of [Before, Around]) {
+        const lock = new Lock({ redis: () => server.client(), namespace: NS });
+        const [guard] = await lock.acquire('tagged');
+        expect(await lock.extend(guard!)).toEqual([true, undefined]);
+        expect(await lock.release(guard!)).toEqual([true, undefined]);
+        expect(await admin.exists(guard!.key)).toBe(0);
+      }
     });
   });
 

@@ -142,7 +142,7 @@ describe('extend(guard, ttl): PEXPIRE only while the stored token is the guardâ€
 
   it('[false, error] when the factory gives no client', async () => {
     const lock = new RedisLockService({ redis: () => undefined, namespace: NS });
-    const [extended, error] = await lock.extend({ key: 'k', token: 't' });
+    const [extended, error] = await lock.extend({ key: `${NS}k`, token: 't' });
     expect(extended).toBe(false);
     expect(error?.code).toBe('redis_no_client');
   });

@@ -4,6 +4,7 @@ import { batchingClient } from '../../lib/redis/batching-client.js';
 import { RedisLockService, type LockGuard } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { withRedisServer } from '../lock/lock-helpers.js';
+import { collectEscapes, settle } from '../support/escapes.js';
 
 /**
  * The lock's commands under load: one caller at a time sends each command at once; concurrent
@@ -131,5 +132,44 @@ describe('batching of the lock commands', () => {
     const wrapped = batchingClient(plain);
     expect(wrapped).not.toBe(plain);
     expect(Object.keys(wrapped).toSorted()).toEqual(['eval', 'evalsha', 'set']);
+  });
+
+  describe('a client whose pipeline answers something else than one [error, reply] per command', () => {
+    const escaped = collectEscapes();
+    const answers: [string, (() => unknown) | undefined][] = [
+      ['exec() answers no promise', () => 42],
+      ['exec() resolves to no array', () => Promise.resolve('nope')],
+      ['exec() resolves to too few pairs', () => Promise.resolve([])],
+      ['exec() resolves to pairs that are no pairs', () => Promise.resolve([1, 2, 3, 4])],
+      ['exec() is missing', undefined],
+    ];
+    it.each(answers)(
+      '%s: every queued acquire settles with the bad-reply error, nothing escapes',
+      async (_answer, exec) => {
+        const client = server.client();
+        await client.ping();
+        client.pipeline = (() => (exec ? { exec } : {})) as unknown as Redis['pipeline'];
+        const lock = new RedisLockService({ redis: client, namespace: 'batch:bad:' });
+        const results = await Promise.all(
+          Array.from({ length: 5 }, (_, i) => lock.acquire(`bad-${i}`)),
+        );
+        // The first goes out alone, at once; the four behind it share the broken pipeline.
+        expect(results[0]![1]).toBeUndefined();
+        for (const [guard, error] of results.slice(1)) {
+          expect(guard).toBeUndefined();
+          expect(error?.code).toMatch(/^redis_(bad_reply|lock_failed)$/);
+        }
+        if (exec) {
+          for (const [, error] of results.slice(1)) {
+            expect(error).toMatchObject({
+              code: 'redis_bad_reply',
+              message: 'Redis lock failed: Redis lock command returned an unexpected reply',
+            });
+          }
+        }
+        await settle();
+        expect(escaped).toEqual([]);
+      },
+    );
   });
 });

@@ -75,13 +75,14 @@ describe('release: wake-up published in the same script as the delete', () => {
   it('a key with braces (a hash-tag subclass) publishes on the same channel as releaseChannel', async () => {
     class Tagged extends RedisLockService {
       protected override key(cacheKey: string): string {
-        return `{tagged}${cacheKey}`;
+        return `{tagged}${this.namespace}${cacheKey}`;
       }
     }
     const lock = new Tagged({ redis: () => server.client(), namespace: 'rl:tag:' });
     const [guard] = await lock.acquire('k');
-    expect(guard!.key).toBe('{tagged}k');
-    const sub = await record(guard!.key); // releaseChannel('{tagged}k') = '{tagged}k'
+    expect(guard!.key).toBe('{tagged}rl:tag:k');
+    // releaseChannel('{tagged}rl:tag:k') = '{tagged}rl:tag:k'
+    const sub = await record(guard!.key);
     const woken = sub.next();
     expect(await lock.release(guard!)).toEqual([true, undefined]);
     await woken;
