@@ -147,12 +147,12 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
    * Rejects with the factory's error when there is no entry to fall back on, and with a catalog
    * `LockError` for a value the serializer cannot store (nothing is stored then).
    */
-  async getOrSet<T>(
+  getOrSet<T>(
     key: string,
     factory: () => T | Promise<T>,
     options?: BufferCacheOptions,
   ): Promise<Awaited<T>> {
-    return (await this[LOOKUP](key, factory, options)).value;
+    return this[LOOKUP](key, factory, options).then((lookup) => lookup.value);
   }
 
   /** The value of `key` while its entry may be served (fresh or within `grace`), else `undefined`. */

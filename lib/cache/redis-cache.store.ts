@@ -7,10 +7,15 @@ import type { BufferCacheStore } from './cache-store.js';
  * that a build writes its entry, releases its lock and wakes its waiters in one script).
  */
 export class RedisCacheStore implements BufferCacheStore {
+  /** The lock's client once it was had: a hit then costs no step to reach it. */
+  private had: RedisScriptClient | undefined;
+
   constructor(private readonly client: () => Promise<RedisScriptClient>) {}
 
-  async get(key: string): Promise<string | null> {
-    return getValue(await this.client(), key);
+  get(key: string): Promise<string | null> {
+    const had = this.had;
+    if (had) return getValue(had, key);
+    return this.client().then((client) => getValue((this.had = client), key));
   }
 
   async set(key: string, value: string, ttlMs: number): Promise<unknown> {

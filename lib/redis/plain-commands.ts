@@ -7,9 +7,10 @@ const SET_PX = luaScript(`return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[
 const DEL = luaScript(`return redis.call('DEL', KEYS[1])`);
 
 /** The string at `key`, or `null` when there is none. Rejects when Redis could not be asked. */
-export async function getValue(client: RedisScriptClient, key: string): Promise<string | null> {
-  const answer = await runScript(client, GET, [key], []);
-  return typeof answer === 'string' ? answer : null;
+export function getValue(client: RedisScriptClient, key: string): Promise<string | null> {
+  return runScript(client, GET, [key], []).then((answer) =>
+    typeof answer === 'string' ? answer : null,
+  );
 }
 
 /** Sets `key` to `value` for `ttlMs` milliseconds. */
