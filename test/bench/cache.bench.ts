@@ -430,7 +430,8 @@ async function stampedes(context: BenchContext): Promise<void> {
         `ran from the go signal until ${SETTLE_MS} ms after the last answer (\`INFO ` +
         `commandstats\`, commands inside scripts counted too); "beyond reads" leaves out the ` +
         `callers' own cache reads (one GET each, or for BufferCache one EVALSHA and the GET it ` +
-        `runs), counted in the workers; the re-read under the lock counts as beyond. Latency is ` +
+        `runs per store read: overlapping lookups of one key in a process share a read), counted ` +
+        `in the workers; the re-read under the lock counts as beyond. Latency is ` +
         `per caller from the go signal; "last served" is ms from the end of the last build to the ` +
         `last answer.\n\n` +
         table(
