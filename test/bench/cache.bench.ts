@@ -177,7 +177,7 @@ async function hitPath(context: BenchContext): Promise<void> {
         `One Nest (Express) app in its own process; every route serves the same warm entry (a ` +
         `small JSON object). **cache-aside by hand**: \`GET\` with ioredis, \`JSON.parse\`, ` +
         `return (the client has the module's client settings, \`FAIL_FAST_CLIENT_DEFAULTS\`, ` +
-        `auto-pipelining among them, as the BufferCache route's client has). ` +
+        `as the BufferCache route's client has). ` +
         `**BufferCache.getOrSet**: the built-in store on the lock's client (one EVALSHA of a GET ` +
         `script per hit), once with \`{ ttl }\` per call (validated on every call) and once with ` +
         `no options (the module's \`cacheDefaults\`). **@SingleFlight around the handler**: the hand-written route under ` +

@@ -205,7 +205,7 @@ export const overheadSection: BenchSection = {
           `64 the CPUs are (load generator, server and Redis share them) and it shows CPU cost. ` +
           `CPU per request (medians over rounds; the app's from /proc, Redis's from INFO cpu) is ` +
           `steadier than requests/s on a shared machine. The module builds the lock's client from ` +
-          `the URL, so it has \`FAIL_FAST_CLIENT_DEFAULTS\` (auto-pipelining among them); the ` +
+          `the URL, so it has \`FAIL_FAST_CLIENT_DEFAULTS\`; the ` +
           `app's cache client is a default ioredis client in both routes.\n\n` +
           table(
             [

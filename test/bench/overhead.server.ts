@@ -47,7 +47,7 @@ const WORKS: Record<OverheadWork, (id: string) => Item | Promise<Item>> = {
   cached: cachedItem,
 };
 
-// The floor route's client: the settings the module gives its own (auto-pipelining among them).
+// The floor route's client: the settings the module gives its own.
 let floorClient: Redis | undefined;
 
 function work(kind: string, id: string): Item | Promise<Item> {
