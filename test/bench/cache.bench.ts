@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import type { Redis } from 'ioredis';
 import {
+  mailbox,
   commandDelta,
   commandStats,
   describeCommands,
@@ -229,27 +230,11 @@ function startWorker(port: number, callers: number, buildMs: number): Worker {
     },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  const queue: FromCacheWorker[] = [];
-  const waiting: { resolve(m: FromCacheWorker): void; reject(e: Error): void }[] = [];
-  let failure: Error | undefined;
-  child.on('message', (message: FromCacheWorker) => {
-    const waiter = waiting.shift();
-    if (waiter) waiter.resolve(message);
-    else queue.push(message);
-  });
-  child.on('exit', (code) => {
-    failure = new Error(`cache worker exited with ${code}`);
-    for (const waiter of waiting.splice(0)) waiter.reject(failure);
-  });
+  const take = mailbox<FromCacheWorker>(child, 'cache worker');
   return {
     process: child,
     async next(type) {
-      const message = await new Promise<FromCacheWorker>((resolve, reject) => {
-        const queued = queue.shift();
-        if (queued) resolve(queued);
-        else if (failure) reject(failure);
-        else waiting.push({ resolve, reject });
-      });
+      const message = await take();
       if (message.type !== type)
         throw new Error(`expected ${type} from a worker, got ${message.type}`);
       return message as Extract<FromCacheWorker, { type: typeof type }>;

@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
@@ -349,4 +350,29 @@ export function target(name: string, measured: string, met: boolean | undefined)
 export function metText(met: boolean | undefined): string {
   if (met === undefined) return NOT_AVAILABLE;
   return met ? 'met' : 'NOT met';
+}
+
+/**
+ * The messages a forked worker sends, in order: `next()` resolves the oldest one not yet taken,
+ * or rejects once the worker has exited with none left.
+ */
+export function mailbox<M>(child: ChildProcess, name: string): () => Promise<M> {
+  const queue: M[] = [];
+  const waiting: { resolve(m: M): void; reject(e: Error): void }[] = [];
+  let failure: Error | undefined;
+  child.on('message', (message: M) => {
+    const waiter = waiting.shift();
+    if (waiter) waiter.resolve(message);
+    else queue.push(message);
+  });
+  child.on('exit', (code) => {
+    failure = new Error(`${name} exited with ${code}`);
+    for (const waiter of waiting.splice(0)) waiter.reject(failure);
+  });
+  return () =>
+    new Promise<M>((resolve, reject) => {
+      if (queue.length > 0) resolve(queue.shift()!);
+      else if (failure) reject(failure);
+      else waiting.push({ resolve, reject });
+    });
 }

@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import {
+  mailbox,
   commandDelta,
   commandStats,
   describeCommands,
@@ -43,28 +44,7 @@ function startWorker(port: number, callers: number, buildMs: number, quick: bool
     },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  const queue: FromWorker[] = [];
-  const waiting: { resolve(m: FromWorker): void; reject(e: Error): void }[] = [];
-  let failure: Error | undefined;
-  child.on('message', (message: FromWorker) => {
-    const waiter = waiting.shift();
-    if (waiter) waiter.resolve(message);
-    else queue.push(message);
-  });
-  child.on('exit', (code) => {
-    failure = new Error(`stampede worker exited with ${code}`);
-    for (const waiter of waiting.splice(0)) waiter.reject(failure);
-  });
-  return {
-    process: child,
-    next: () =>
-      new Promise<FromWorker>((resolve, reject) => {
-        const queued = queue.shift();
-        if (queued) resolve(queued);
-        else if (failure) reject(failure);
-        else waiting.push({ resolve, reject });
-      }),
-  };
+  return { process: child, next: mailbox<FromWorker>(child, 'stampede worker') };
 }
 
 async function expect<T extends FromWorker['type']>(
