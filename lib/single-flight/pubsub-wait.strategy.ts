@@ -92,8 +92,8 @@ export class PubSubWaitStrategy implements WaitStrategy {
 
   /**
    * Whether a release would reach this strategy's waiters now: the `usable` flag of the
-   * subscriber of the lock's client (`false` when the client cannot be had). Opens no connection:
-   * the subscriber connects on the first wait.
+   * subscriber of the lock's client (`false` when the client cannot be had). Opens no pub/sub
+   * connection: the subscriber connects on the first wait.
    */
   async subscriberUsable(): Promise<boolean> {
     const client = await this.resolveClient();
