@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService, SingleFlightEngine } from '../../lib/index.js';
 import { keySlot } from '../../lib/redis/keys.js';
 import { sleep, silent } from '../single-flight/support.js';
+import { lateAcquires } from '../support/command-stats.js';
 import { FailoverStampede, worst, type Build } from '../support/failover-stampede.js';
 import { until } from '../support/nest-helpers.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
@@ -113,27 +114,6 @@ async function answered(lock: RedisLockService, key: string): Promise<boolean> {
   const [guard, error] = await lock.acquire(key);
   if (guard) await lock.release(guard);
   return error === undefined;
-}
-
-/**
- * Records the lock commands that `node` runs for `redisKey` (MONITOR), and counts acquires that
- * reached it after the release of their own token: a late acquire that finds the key free takes
- * the lock with a token nobody holds.
- */
-async function lateAcquires(node: Redis, redisKey: string): Promise<() => number> {
-  const monitor = await node.monitor();
-  const released = new Set<string>();
-  let late = 0;
-  monitor.on('monitor', (_time: string, args: string[]) => {
-    const [name, ...rest] = args.map(String);
-    // A release: EVALSHA <sha> 1 <key> <token>; an acquire: SET <key> <token> PX <ms> NX.
-    if (name?.toLowerCase() === 'evalsha' && rest[1] === '1' && rest[2] === redisKey) {
-      released.add(rest[3]!);
-    } else if (name?.toLowerCase() === 'set' && rest[0] === redisKey && released.has(rest[1]!)) {
-      late++;
-    }
-  });
-  return () => late;
 }
 
 describe('Redis Cluster: the master of the stampede key killed mid-stampede, its replica promoted', () => {
