@@ -160,7 +160,10 @@ describe('Redis Cluster: the master of the stampede key killed mid-stampede, its
         engines.every((e) => e.breaker?.state === 'closed') &&
         (await Promise.all(locks.map((lock) => answered(lock, probeKey)))).every(Boolean),
       20_000,
-    );
+    ).catch((error: unknown) => {
+      const states = engines.map((e) => e.breaker?.state);
+      throw new Error(`instances not back (breakers): ${states.join(', ')}`, { cause: error });
+    });
     const backAt = Date.now();
     await sleep(500);
     const firstLock = relocked()!.start;

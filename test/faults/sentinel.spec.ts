@@ -113,7 +113,12 @@ describe('Redis Sentinel: the master killed mid-stampede, the replica promoted',
     )) as unknown as Redis[];
     const back = (): boolean =>
       engines.every((e, i) => e.breaker?.state === 'closed' && clients[i]!.status === 'ready');
-    await until(back, 20_000);
+    await until(back, 20_000).catch((error: unknown) => {
+      const states = engines.map((e, i) => `${e.breaker?.state}/${clients[i]!.status}`);
+      throw new Error(`instances not back (breaker/client): ${states.join(', ')}`, {
+        cause: error,
+      });
+    });
     const backAt = Date.now();
     await sleep(500);
     const firstLock = relocked()!.start;
