@@ -19,3 +19,28 @@ export async function lockCommands(client: Redis): Promise<number> {
   const stats = await commandStats(client);
   return (stats.get('set') ?? 0) + (stats.get('eval') ?? 0) + (stats.get('evalsha') ?? 0);
 }
+
+/**
+ * Watches (MONITOR) the lock commands `node` runs on `redisKey` and counts the acquires that
+ * reached it after the release of their own token. The lock sends that release right behind an
+ * acquire that failed on the client (a timeout): an acquire that arrives later still, and finds
+ * the key free, takes the lock with a token nobody holds, for a whole ttl. Resolves, once
+ * MONITOR is on, to a function that tells the count so far.
+ */
+export async function lateAcquires(node: Redis, redisKey: string): Promise<() => number> {
+  const monitor = await node.monitor();
+  monitor.on('error', () => {});
+  const released = new Set<string>();
+  let late = 0;
+  monitor.on('monitor', (_time: string, args: readonly unknown[]) => {
+    const [name, ...rest] = args.map(String);
+    const command = name?.toLowerCase();
+    // A release: EVALSHA <sha> 1 <key> <token> (or EVAL <script> ...); an acquire: SET <key> <token> PX <ms> NX.
+    if ((command === 'evalsha' || command === 'eval') && rest.length === 4 && rest[1] === '1') {
+      if (rest[2] === redisKey) released.add(rest[3]!);
+    } else if (command === 'set' && rest[0] === redisKey && released.has(rest[1]!)) {
+      late++;
+    }
+  });
+  return () => late;
+}
