@@ -1,5 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { RedisOptions } from 'ioredis';
+import { memoryClient } from './memory/memory-client.js';
+import { isMemoryUrl } from './memory/memory-url.js';
 import type { RedisConnection } from './options/buffer-lock.options.js';
 import {
   isScriptClient,
@@ -19,7 +21,7 @@ const QUIT_TIMEOUT_MS = 1000;
 
 /**
  * The Redis clients one `BufferLockModule` made itself: from a factory, or from a URL or ioredis
- * options (then with `FAIL_FAST_CLIENT_DEFAULTS`).
+ * options (then with `FAIL_FAST_CLIENT_DEFAULTS`), or the in-memory client of a `memory://` URL.
  * They are quit at application shutdown. A client object the user passed in is never tracked, so
  * it is left alone.
  *
@@ -53,6 +55,7 @@ export class BufferLockClients {
   /** `connection` as the lock service takes it: a client as is, anything else a tracked factory. */
   factoryFor(connection: RedisConnection): RedisScriptClient | RedisClientFactory {
     if (typeof connection === 'function') return this.tracked(connection);
+    if (isMemoryUrl(connection)) return this.tracked(() => memoryClient(connection));
     if (typeof connection === 'string' || !isScriptClient(connection)) {
       // Built here, so with the fail-fast settings; a failed connect is retried on the next call.
       return this.tracked(() => connectFailFast(connection as string | RedisOptions));

@@ -1,7 +1,10 @@
-import { Inject, Injectable, Optional } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { hash } from 'node:crypto';
 import { BUFFER_LOCK_OPTIONS } from '../buffer-lock.constants.js';
 import { LockError } from '../errors/lock.error.js';
+import { memoryClient } from '../memory/memory-client.js';
+import { announceMemoryBackend } from '../memory/memory-notice.js';
+import { isMemoryUrl } from '../memory/memory-url.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
 import {
@@ -87,6 +90,8 @@ class ConnectTimeout extends Error {}
  *
  * Works in a Nest app (provided by `BufferLockModule`) and on its own with `new`. No connection is
  * made until the first `acquire`, `release` or `extend`; a factory is then called once per process.
+ * With `redis: 'memory://'` it needs no Redis at all and coordinates this process only (it logs
+ * so when it is made).
  *
  * @example
  * ```ts
@@ -118,12 +123,17 @@ export class RedisLockService {
     this.options = isResolved(options)
       ? (options as ResolvedLockOptions)
       : resolveLockOptions(options, this.messages);
-    if (typeof this.options.redis !== 'function') this.use(this.options.redis);
+    const { redis } = this.options;
+    if (isMemoryUrl(redis)) {
+      announceMemoryBackend(new Logger('BufferLock'), this.messages);
+      this.use(memoryClient(redis));
+    } else if (typeof redis !== 'function') this.use(redis);
   }
 
-  /** The client, or the factory that makes it, as given. */
+  /** The client, or the factory that makes it, as given; for a `memory://` URL, its client. */
   get redis(): RedisScriptClient | RedisClientFactory {
-    return this.options.redis;
+    const { redis } = this.options;
+    return isMemoryUrl(redis) ? this.client! : redis;
   }
 
   /** The prefix of every Redis key this service makes. */

@@ -110,6 +110,9 @@ export const ENGLISH_MESSAGES = {
   cache_entry_unreadable: 'A cache entry could not be read: ERROR; building it anew',
   cache_refresh_failed:
     'Refreshing a stale cache entry failed: ERROR; serving it stale, next try in SECONDS s',
+  // memory:// — log line when a module or a lock service starts on the in-memory backend
+  memory_backend:
+    'In-memory backend (memory://): locks, waits, shared results and cached entries coordinate this process only, not other processes or hosts; give a redis:// URL to coordinate several',
 } as const;
 
 /**

@@ -1,6 +1,7 @@
 import { Logger, type LoggerService } from '@nestjs/common';
 import { IsIn, ValidateIf } from 'class-validator';
 import type { RedisOptions } from 'ioredis';
+import { isMemoryUrl } from '../memory/memory-url.js';
 import type { BufferLockMessages, MessageSettings } from '../messages/buffer-lock-messages.js';
 import type { MessageCatalog } from '../messages/messages.catalog.js';
 import type { ResultSerializer } from '../serialization/result-serializer.js';
@@ -41,7 +42,8 @@ const ON_REDIS_ERROR_MODES = ['proceed', 'throw'] as const;
 /**
  * How the module reaches Redis: a client object (left alone at shutdown), a factory (called once
  * per process; its client is quit at shutdown), a `redis://` / `rediss://` URL or an ioredis
- * options object (the module makes the client on first use and quits it at shutdown).
+ * options object (the module makes the client on first use and quits it at shutdown), or a
+ * `memory://` URL (no Redis: the in-memory backend, which coordinates this process only).
  */
 export type RedisConnection = RedisScriptClient | RedisClientFactory | string | RedisOptions;
 
@@ -65,11 +67,17 @@ const isShorterThanTtl = (value: unknown, options: Record<string, unknown>): boo
 export class BufferLockOptionsDto extends RedisLockOptionsDto {
   /**
    * A client with `eval()`, a factory returning one (called once per process), a `redis://` /
-   * `rediss://` URL or ioredis options (the module makes that client). Required.
+   * `rediss://` URL or ioredis options (the module makes that client), or `'memory://'` for the
+   * in-memory backend (this process only). Required.
    */
   @Rule(
     'module_redis_invalid',
-    (v) => isScriptClient(v) || typeof v === 'function' || isRedisUrl(v) || isPlainObject(v),
+    (v) =>
+      isScriptClient(v) ||
+      typeof v === 'function' ||
+      isRedisUrl(v) ||
+      isMemoryUrl(v) ||
+      isPlainObject(v),
   )
   override redis: unknown;
 
@@ -182,7 +190,8 @@ type ModuleFields = Omit<BufferLockOptionsDto, 'redis' | 'circuitBreaker' | 'cac
 export type BufferLockOptions = Partial<ModuleFields> & {
   /**
    * A client with `eval()`, a factory returning one (called once per process), a `redis://` /
-   * `rediss://` URL or ioredis options (the module makes that client). Required.
+   * `rediss://` URL or ioredis options (the module makes that client), or `'memory://'` (no
+   * Redis, this process only). Required.
    */
   redis: RedisConnection;
   /**

@@ -1,3 +1,4 @@
+import { isMemoryUrl, type MemoryUrl } from '../memory/memory-url.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { MESSAGE_IDS, type MessageCatalog, type MessageId } from '../messages/messages.catalog.js';
 import { Rule, Seconds, validateOptions } from './validate-options.js';
@@ -97,9 +98,13 @@ const isMessageCatalog = (value: unknown): boolean =>
 export class RedisLockOptionsDto {
   /**
    * A client with `eval()` (ioredis, or any minimal {@link RedisScriptClient}; node-redis is not
-   * supported yet and is refused), or (better) a factory returning one. Required.
+   * supported yet and is refused), (better) a factory returning one, or `'memory://'` for the
+   * in-memory backend (this process only). Required.
    */
-  @Rule('redis_client_invalid', (v) => isScriptClient(v) || typeof v === 'function')
+  @Rule(
+    'redis_client_invalid',
+    (v) => isScriptClient(v) || typeof v === 'function' || isMemoryUrl(v),
+  )
   redis: unknown;
 
   /** The prefix of every Redis key. Non-empty; keep it ASCII. Default `'buffer:lock:'`. */
@@ -143,8 +148,12 @@ export class RedisLockOptionsDto {
  * ```
  */
 export type RedisLockOptions = Partial<Omit<RedisLockOptionsDto, 'redis'>> & {
-  /** A client with `eval()`, or (better) a factory returning one. Required. */
-  redis: RedisScriptClient | RedisClientFactory;
+  /**
+   * A client with `eval()`, (better) a factory returning one, or `'memory://'` (`'memory://NAME'`
+   * to share one keyspace between services of this process): no Redis, this process only.
+   * Required.
+   */
+  redis: RedisScriptClient | RedisClientFactory | MemoryUrl;
 };
 
 /** The lock's options after validation: defaults filled in, `ttl` a number. */
