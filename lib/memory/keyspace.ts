@@ -1,16 +1,6 @@
 import type { ScriptCommands } from '../redis/lua-script.js';
 import { ExpiryQueue } from './expiry-queue.js';
 
-/** String.prototype.toWellFormed (Node 20, ES2024; the library compiles against ES2023). */
-type WellFormed = string & { isWellFormed(): boolean; toWellFormed(): string };
-
-/**
- * `text` as Redis gives it back: clients send strings as UTF-8, so a lone surrogate (which has no
- * UTF-8 form) comes back as U+FFFD. Keys, values and channels all go through this.
- */
-const asStored = (text: string): string =>
-  (text as WellFormed).isWellFormed() ? text : (text as WellFormed).toWellFormed();
-
 /** Redis's strict integer syntax (string2ll): an optional minus, no leading zero, no sign or space. */
 const INTEGER = /^(?:0|-?[1-9]\d*)$/;
 const INT64_MIN = -(2n ** 63n);
@@ -26,6 +16,16 @@ function int64(text: string | undefined): bigint | undefined {
   if (text === undefined || !INTEGER.test(text)) return undefined;
   const value = BigInt(text);
   return value < INT64_MIN || value > INT64_MAX ? undefined : value;
+}
+
+/**
+ * `value` when it is a string; a script that passes nil (a missing ARGV) gets Lua's refusal.
+ */
+function argument(value: string | undefined): string {
+  if (typeof value !== 'string') {
+    throw replyError('ERR Lua redis lib command arguments must be strings or integers');
+  }
+  return value;
 }
 
 interface Entry {
@@ -83,15 +83,16 @@ export class MemoryKeyspace implements ScriptCommands {
   }
 
   get(key: string): string | null {
-    return this.live(asStored(key))?.value ?? null;
+    return this.live(argument(key))?.value ?? null;
   }
 
   set(key: string, value: string, ...options: string[]): 'OK' | null {
     let nx = false;
     let xx = false;
     let ms: number | undefined;
+    for (const option of options) argument(option);
     for (let i = 0; i < options.length; i++) {
-      const option = String(options[i]).toUpperCase();
+      const option = options[i]!.toUpperCase();
       if (option === 'NX' && !xx) nx = true;
       else if (option === 'XX' && !nx) xx = true;
       else if ((option === 'PX' || option === 'EX') && ms === undefined && i + 1 < options.length) {
@@ -105,28 +106,28 @@ export class MemoryKeyspace implements ScriptCommands {
         ms = Number(scaled);
       } else throw replyError('ERR syntax error');
     }
-    const name = asStored(key);
+    const name = argument(key);
     const exists = this.live(name) !== undefined;
     if ((nx && exists) || (xx && !exists)) return null;
-    this.write(name, asStored(value), ms === undefined ? undefined : this.now() + ms);
+    this.write(name, argument(value), ms === undefined ? undefined : this.now() + ms);
     return 'OK';
   }
 
   del(key: string): number {
-    const name = asStored(key);
+    const name = argument(key);
     if (this.live(name) === undefined) return 0;
     this.entries.delete(name);
     return 1;
   }
 
   pexpire(key: string, milliseconds: string): number {
-    const amount = int64(milliseconds);
+    const amount = int64(argument(milliseconds));
     if (amount === undefined) throw replyError(NOT_AN_INTEGER);
     const at = BigInt(this.now()) + amount;
     if (at > INT64_MAX) {
       throw replyError("ERR invalid expire time in 'pexpire' command");
     }
-    const name = asStored(key);
+    const name = argument(key);
     const entry = this.live(name);
     if (entry === undefined) return 0;
     if (at <= BigInt(this.now())) {
@@ -139,14 +140,14 @@ export class MemoryKeyspace implements ScriptCommands {
   }
 
   pttl(key: string): number {
-    const entry = this.live(asStored(key));
+    const entry = this.live(argument(key));
     if (entry === undefined) return -2;
     if (entry.expiresAt === undefined) return -1;
     return Math.max(0, entry.expiresAt - this.now());
   }
 
   incr(key: string): number {
-    const name = asStored(key);
+    const name = argument(key);
     const entry = this.live(name);
     const current = entry === undefined ? 0n : int64(entry.value);
     if (current === undefined) throw replyError(NOT_AN_INTEGER);
@@ -158,10 +159,10 @@ export class MemoryKeyspace implements ScriptCommands {
   }
 
   spublish(channel: string, message: string): number {
-    const name = asStored(channel);
+    const name = argument(channel);
     const listeners = this.channels.get(name);
     if (listeners === undefined) return 0;
-    const text = asStored(message);
+    const text = argument(message);
     // Delivered after the script, as Redis writes the message out once the script is done.
     for (const listener of listeners) queueMicrotask(() => listener.deliver(name, text));
     return listeners.size;
@@ -169,7 +170,7 @@ export class MemoryKeyspace implements ScriptCommands {
 
   /** EXISTS of one key: 1 or 0. */
   exists(key: string): number {
-    return this.live(asStored(key)) === undefined ? 0 : 1;
+    return this.live(argument(key)) === undefined ? 0 : 1;
   }
 
   /** DBSIZE: how many keys live now. */
@@ -187,7 +188,7 @@ export class MemoryKeyspace implements ScriptCommands {
 
   /** SSUBSCRIBE of one listener to `channel`. */
   subscribe(channel: string, listener: ChannelListener): void {
-    const name = asStored(channel);
+    const name = argument(channel);
     let listeners = this.channels.get(name);
     if (listeners === undefined) this.channels.set(name, (listeners = new Set()));
     listeners.add(listener);
@@ -195,7 +196,7 @@ export class MemoryKeyspace implements ScriptCommands {
 
   /** SUNSUBSCRIBE of one listener from `channel`. */
   unsubscribe(channel: string, listener: ChannelListener): void {
-    const name = asStored(channel);
+    const name = argument(channel);
     const listeners = this.channels.get(name);
     if (listeners?.delete(listener) && listeners.size === 0) this.channels.delete(name);
   }

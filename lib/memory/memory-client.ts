@@ -4,6 +4,7 @@ import { definedScript, type LuaScript } from '../redis/lua-script.js';
 import { MemoryKeyspace } from './keyspace.js';
 import { CONNECTION_CLOSED, MemorySubscriber } from './memory-subscriber.js';
 import { memoryUrlName, type MemoryUrl } from './memory-url.js';
+import { asSent } from './wire.js';
 
 /** Redis's strict integer syntax, for the number of keys of EVAL and EVALSHA. */
 const INTEGER = /^(?:0|-?[1-9]\d*)$/;
@@ -58,23 +59,23 @@ export class MemoryClient implements RedisScriptClient {
   }
 
   set(key: string, value: string, ...options: (string | number)[]): Promise<unknown> {
-    return this.command((k) => k.set(String(key), String(value), ...options.map(String)));
+    return this.command((k) => k.set(asSent(key), asSent(value), ...options.map(asSent)));
   }
 
   get(key: string): Promise<string | null> {
-    return this.command((k) => k.get(String(key)));
+    return this.command((k) => k.get(asSent(key)));
   }
 
   pttl(key: string): Promise<number> {
-    return this.command((k) => k.pttl(String(key)));
+    return this.command((k) => k.pttl(asSent(key)));
   }
 
   exists(key: string): Promise<number> {
-    return this.command((k) => k.exists(String(key)));
+    return this.command((k) => k.exists(asSent(key)));
   }
 
   del(key: string): Promise<number> {
-    return this.command((k) => k.del(String(key)));
+    return this.command((k) => k.del(asSent(key)));
   }
 
   dbsize(): Promise<number> {
@@ -116,7 +117,7 @@ export class MemoryClient implements RedisScriptClient {
       return this.refuse("ERR Number of keys can't be greater than number of args");
     }
     if (keys < 0) return this.refuse("ERR Number of keys can't be negative");
-    const texts = args.map(String);
+    const texts = args.map(asSent);
     return this.command((k) => script.twin(k, texts.slice(0, keys), texts.slice(keys)));
   }
 

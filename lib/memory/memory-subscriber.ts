@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { SubscriberConnection } from '../single-flight/subscriber-types.js';
 import type { ChannelListener, MemoryKeyspace } from './keyspace.js';
+import { asSent } from './wire.js';
 
 /** What ioredis rejects a command on a closed connection with. */
 export const CONNECTION_CLOSED = 'Connection is closed.';
@@ -32,7 +33,7 @@ export class MemorySubscriber
   /** Resolves how many channels the connection is subscribed to after it, as Redis answers. */
   ssubscribe(...channels: string[]): Promise<unknown> {
     if (this.closed) return Promise.reject(new Error(CONNECTION_CLOSED));
-    for (const channel of channels.map(String)) {
+    for (const channel of channels.map(asSent)) {
       this.subscribed.add(channel);
       this.keyspace.subscribe(channel, this);
     }
@@ -42,7 +43,7 @@ export class MemorySubscriber
   /** Resolves how many channels the connection is still subscribed to. */
   sunsubscribe(...channels: string[]): Promise<unknown> {
     if (this.closed) return Promise.reject(new Error(CONNECTION_CLOSED));
-    const leaving = channels.length > 0 ? channels.map(String) : [...this.subscribed];
+    const leaving = channels.length > 0 ? channels.map(asSent) : [...this.subscribed];
     for (const channel of leaving) {
       this.subscribed.delete(channel);
       this.keyspace.unsubscribe(channel, this);
