@@ -2,6 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { MemoryKeyspace } from '../../lib/memory/keyspace.js';
 import { ExpiryQueue } from '../../lib/memory/expiry-queue.js';
 
+/** The text `run` was refused with, or `undefined` when it was not refused. */
+function refusal(run: () => unknown): string | undefined {
+  try {
+    run();
+    return undefined;
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
+
 /** A keyspace on a clock the test moves by hand. */
 function keyspaceAt(start = 1_000_000): { keyspace: MemoryKeyspace; clock: { now: number } } {
   const clock = { now: start };
@@ -71,14 +81,6 @@ describe('the in-memory keyspace: expiry to the millisecond, as Redis keeps it',
 
   it('refuses what Redis refuses, with its words', () => {
     const { keyspace } = keyspaceAt();
-    const refusal = (run: () => unknown): string | undefined => {
-      try {
-        run();
-        return undefined;
-      } catch (error) {
-        return (error as Error).message;
-      }
-    };
     expect(refusal(() => keyspace.set('k', 'v', 'PX', '0'))).toBe(
       "ERR invalid expire time in 'set' command",
     );

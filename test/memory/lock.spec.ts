@@ -56,9 +56,10 @@ describe("new RedisLockService({ redis: 'memory://' })", () => {
   );
 });
 
-describe('the lock on memory://', () => {
-  const quiet = (): void => void vi.spyOn(Logger.prototype, 'log').mockImplementation(() => {});
+/** Keeps the start-up line of each service out of the test output. */
+const quiet = (): void => void vi.spyOn(Logger.prototype, 'log').mockImplementation(() => {});
 
+describe('the lock on memory://', () => {
   it('takes a free key with a CSPRNG token for the ttl, and is busy for everyone, the holder too', async () => {
     quiet();
     const url = freshUrl();

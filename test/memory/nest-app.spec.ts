@@ -108,7 +108,7 @@ describe("BufferLockModule.forRoot({ redis: 'memory://' })", () => {
       Reports,
     );
     const first = await Promise.all(Array.from({ length: 20 }, () => reports.build('7')));
-    expect(first).toEqual(Array(20).fill({ id: '7', build: 1 }));
+    expect(first).toEqual(Array.from({ length: 20 }, () => ({ id: '7', build: 1 })));
     expect(await reports.build('7')).toEqual({ id: '7', build: 1 });
     await sleep(250);
     expect(await reports.build('7')).toEqual({ id: '7', build: 2 });
