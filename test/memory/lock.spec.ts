@@ -33,11 +33,12 @@ describe("new RedisLockService({ redis: 'memory://' })", () => {
 
   it('logs it in the words of the messages given', () => {
     const log = vi.spyOn(Logger.prototype, 'log').mockImplementation(() => {});
-    new RedisLockService({
+    const lock = new RedisLockService({
       redis: 'memory://',
       messages: { memory_backend: 'nur dieser Prozess' },
     });
     expect(log.mock.calls).toEqual([['nur dieser Prozess']]);
+    expect(lock.messageOverrides).toEqual({ memory_backend: 'nur dieser Prozess' });
   });
 
   it.each(['memory://user:secret@host', 'memory:/', 'memory://a/b', 'MEMORY://'])(
