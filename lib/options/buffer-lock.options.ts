@@ -13,8 +13,8 @@ import {
   isScriptClient,
   RedisLockOptionsDto,
   safeCatalog,
+  type LockClient,
   type RedisClientFactory,
-  type RedisScriptClient,
 } from './redis-lock.options.js';
 import { CacheOptionsDto } from '../cache/cache.options.js';
 import {
@@ -43,7 +43,7 @@ const ON_REDIS_ERROR_MODES = ['proceed', 'throw'] as const;
  * per process; its client is quit at shutdown), a `redis://` / `rediss://` URL or an ioredis
  * options object (the module makes the client on first use and quits it at shutdown).
  */
-export type RedisConnection = RedisScriptClient | RedisClientFactory | string | RedisOptions;
+export type RedisConnection = LockClient | RedisClientFactory | string | RedisOptions;
 
 const isCatalog = (value: unknown): boolean =>
   value !== undefined && safeCatalog({ messages: value }) === value;
@@ -64,8 +64,9 @@ const isShorterThanTtl = (value: unknown, options: Record<string, unknown>): boo
  */
 export class BufferLockOptionsDto extends RedisLockOptionsDto {
   /**
-   * A client with `eval()`, a factory returning one (called once per process), a `redis://` /
-   * `rediss://` URL or ioredis options (the module makes that client). Required.
+   * A client (ioredis, iovalkey, node-redis, or anything with `eval()`), a factory returning one
+   * (called once per process), a `redis://` / `rediss://` URL or ioredis options (the module makes
+   * that client with ioredis). Required.
    */
   @Rule(
     'module_redis_invalid',
@@ -181,8 +182,9 @@ type ModuleFields = Omit<BufferLockOptionsDto, 'redis' | 'circuitBreaker' | 'cac
  */
 export type BufferLockOptions = Partial<ModuleFields> & {
   /**
-   * A client with `eval()`, a factory returning one (called once per process), a `redis://` /
-   * `rediss://` URL or ioredis options (the module makes that client). Required.
+   * A client (ioredis, iovalkey, node-redis, or anything with `eval()`), a factory returning one
+   * (called once per process), a `redis://` / `rediss://` URL or ioredis options (the module makes
+   * that client with ioredis). Required.
    */
   redis: RedisConnection;
   /**
@@ -207,7 +209,7 @@ export type BufferLockOptions = Partial<ModuleFields> & {
  */
 export type ResolvedBufferLockOptions = Readonly<
   ModuleFields & {
-    redis: RedisScriptClient | RedisClientFactory;
+    redis: LockClient | RedisClientFactory;
     circuitBreaker: CircuitBreakerSettings;
     cacheDefaults: Readonly<CacheOptionsDto>;
   }

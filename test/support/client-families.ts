@@ -5,6 +5,7 @@ import { Redis as Valkey } from 'iovalkey';
 import { createClient, createCluster } from 'redis';
 import { createClient as createClient5, createCluster as createCluster5 } from 'redis5';
 import type { RedisScriptClient } from '../../lib/index.js';
+import type { LockClient } from '../../lib/options/redis-lock.options.js';
 
 /** Where a family connects to: one redis-server (a `RedisServer` fits). */
 export interface RedisTarget {
@@ -40,7 +41,7 @@ export interface ClientFamily<Target = RedisTarget> {
   /** Whether its clients can subscribe (`duplicate()` and sharded pub/sub): releases wake waiters. */
   readonly wakes: boolean;
   /** A new client, connected and ready for commands. */
-  connect(target: Target): Promise<unknown>;
+  connect(target: Target): Promise<LockClient>;
   /** Closes every client this family made so far. */
   closeAll(): Promise<void>;
 }
@@ -49,7 +50,7 @@ export interface ClientFamily<Target = RedisTarget> {
 export const FAMILY_ENV = 'BUFFER_LOCK_CLIENT_FAMILY';
 
 /** A family whose clients are closed by `close`; `make` gives a connected client. */
-function family<Target, Client>(
+function family<Target, Client extends LockClient>(
   name: string,
   flags: { multiProcess: boolean; wakes: boolean },
   make: (target: Target) => Promise<Client>,
