@@ -371,6 +371,13 @@ export class RedisLockService {
       const text = this.messages.render('redis_client_invalid');
       return new LockError('redis_client_invalid', this.messages.render(id, { ERROR: text }));
     }
+    if (error instanceof LockError && error.code === 'redis_client_missing') {
+      // Made by connectFailFast in English: rendered again here, with this service's overrides.
+      const text = this.messages.render('redis_client_missing');
+      return new LockError('redis_client_missing', this.messages.render(id, { ERROR: text }), {
+        cause: error.cause,
+      });
+    }
     if (error instanceof ConnectTimeout) {
       const seconds = this.options.connectTimeout;
       const text = this.messages.render('redis_connect_timeout', { SECONDS: seconds });
