@@ -10,6 +10,7 @@ import type { MessageId } from '../messages/messages.catalog.js';
 import {
   isScriptClient,
   resolveLockOptions,
+  type LockClient,
   type RedisClientFactory,
   type RedisLockOptions,
   type RedisScriptClient,
@@ -22,6 +23,7 @@ import { acquireLock } from '../redis/acquire-lock.js';
 import { BadReply } from '../redis/bad-reply.js';
 import { batchingClient } from '../redis/batching-client.js';
 import { extendLock } from '../redis/extend-lock.js';
+import { isNodeRedisClient, nodeRedisClient } from '../redis/node-redis-client.js';
 import { acquireFencedLock } from '../redis/fencing.js';
 import { releaseLock } from '../redis/release-lock.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
@@ -70,8 +72,8 @@ const NOT_UTF8 = Buffer.from([0xff]);
 class NoClient extends Error {}
 
 /**
- * Thrown inside the service when the factory gives a client of a family the lock does not drive
- * (node-redis); never leaves it.
+ * Thrown inside the service when the factory gives something with `eval()` the lock does not
+ * drive (shaped like node-redis, without a method the lock calls); never leaves it.
  */
 class UnsupportedClient extends Error {}
 
@@ -131,7 +133,7 @@ export class RedisLockService {
   }
 
   /** The client, or the factory that makes it, as given; for a `memory://` URL, its client. */
-  get redis(): RedisScriptClient | RedisClientFactory {
+  get redis(): LockClient | RedisClientFactory {
     const { redis } = this.options;
     return isMemoryUrl(redis) ? this.client! : redis;
   }
@@ -263,8 +265,9 @@ export class RedisLockService {
   }
 
   /**
-   * The client the lock uses, made by the factory on first use (the same single instance). The
-   * wake-on-release subscriber duplicates it and reads lock PTTLs through it. Rejects
+   * The client the lock uses, made by the factory on first use (the same single instance), as the
+   * library drives it: a node-redis client is presented in ioredis's shape. The wake-on-release
+   * subscriber duplicates it and reads lock PTTLs through it. Rejects
    * with a `LockError` (`redis_no_client`, or the factory's own error) when there is none.
    */
   async getClient(): Promise<RedisScriptClient> {
@@ -308,8 +311,11 @@ export class RedisLockService {
     return close > 0 && redisKey.startsWith(namespace, close + 1);
   }
 
-  private use(client: RedisScriptClient): void {
+  /** Takes `given` as the client: a node-redis one through its adapter, and only then. */
+  private use(given: LockClient): void {
+    const client = isNodeRedisClient(given) ? nodeRedisClient(given) : (given as RedisScriptClient);
     this.client = client;
+    // node-redis writes the commands of one event-loop turn together: no batching on top.
     this.commands = batchingClient(client);
   }
 
@@ -336,7 +342,7 @@ export class RedisLockService {
       // A client is used as it is; only something else (a promise, of any library) is awaited.
       const client: unknown = isScriptClient(made) ? made : await this.inTime(made);
       if (!isScriptClient(client)) {
-        // Something with eval() that is not driven (node-redis) is refused; nothing is no client.
+        // Something with eval() that is not driven is refused; nothing is no client.
         throw hasEval(client) ? new UnsupportedClient() : new NoClient();
       }
       this.use(client);
@@ -374,6 +380,13 @@ export class RedisLockService {
     if (error instanceof UnsupportedClient) {
       const text = this.messages.render('redis_client_invalid');
       return new LockError('redis_client_invalid', this.messages.render(id, { ERROR: text }));
+    }
+    if (error instanceof LockError && error.code === 'redis_client_missing') {
+      // Made by connectFailFast in English: rendered again here, with this service's overrides.
+      const text = this.messages.render('redis_client_missing');
+      return new LockError('redis_client_missing', this.messages.render(id, { ERROR: text }), {
+        cause: error.cause,
+      });
     }
     if (error instanceof ConnectTimeout) {
       const seconds = this.options.connectTimeout;

@@ -27,6 +27,8 @@ export const ENGLISH_MESSAGES = {
   redis_no_result: 'Redis lock command returned no result',
   redis_bad_reply: 'Redis lock command returned an unexpected reply',
   redis_connect_timeout: 'Redis client factory gave no client within SECONDS s',
+  redis_client_missing:
+    'ioredis is not installed: install ioredis to connect by a redis:// URL or ioredis options, or pass a client (ioredis, iovalkey, node-redis) or a factory returning one',
   // release() — returned as LockError
   redis_invalid_guard: 'invalid lock guard',
   redis_unlock_failed: 'Redis unlock failed: ERROR',

@@ -14,8 +14,8 @@ import {
   isScriptClient,
   RedisLockOptionsDto,
   safeCatalog,
+  type LockClient,
   type RedisClientFactory,
-  type RedisScriptClient,
 } from './redis-lock.options.js';
 import { CacheOptionsDto } from '../cache/cache.options.js';
 import {
@@ -45,7 +45,7 @@ const ON_REDIS_ERROR_MODES = ['proceed', 'throw'] as const;
  * options object (the module makes the client on first use and quits it at shutdown), or a
  * `memory://` URL (no Redis: the in-memory backend, which coordinates this process only).
  */
-export type RedisConnection = RedisScriptClient | RedisClientFactory | string | RedisOptions;
+export type RedisConnection = LockClient | RedisClientFactory | string | RedisOptions;
 
 const isCatalog = (value: unknown): boolean =>
   value !== undefined && safeCatalog({ messages: value }) === value;
@@ -66,9 +66,10 @@ const isShorterThanTtl = (value: unknown, options: Record<string, unknown>): boo
  */
 export class BufferLockOptionsDto extends RedisLockOptionsDto {
   /**
-   * A client with `eval()`, a factory returning one (called once per process), a `redis://` /
-   * `rediss://` URL or ioredis options (the module makes that client), or `'memory://'` for the
-   * in-memory backend (this process only). Required.
+   * A client (ioredis, iovalkey, node-redis, or anything with `eval()`), a factory returning one
+   * (called once per process), a `redis://` / `rediss://` URL or ioredis options (the module makes
+   * that client with ioredis), or `'memory://'` for the in-memory backend (no Redis, this process
+   * only). Required.
    */
   @Rule(
     'module_redis_invalid',
@@ -189,9 +190,10 @@ type ModuleFields = Omit<BufferLockOptionsDto, 'redis' | 'circuitBreaker' | 'cac
  */
 export type BufferLockOptions = Partial<ModuleFields> & {
   /**
-   * A client with `eval()`, a factory returning one (called once per process), a `redis://` /
-   * `rediss://` URL or ioredis options (the module makes that client), or `'memory://'` (no
-   * Redis, this process only). Required.
+   * A client (ioredis, iovalkey, node-redis, or anything with `eval()`), a factory returning one
+   * (called once per process), a `redis://` / `rediss://` URL or ioredis options (the module makes
+   * that client with ioredis), or `'memory://'` for the in-memory backend (no Redis, this process
+   * only). Required.
    */
   redis: RedisConnection;
   /**
@@ -216,7 +218,7 @@ export type BufferLockOptions = Partial<ModuleFields> & {
  */
 export type ResolvedBufferLockOptions = Readonly<
   ModuleFields & {
-    redis: RedisScriptClient | RedisClientFactory;
+    redis: LockClient | RedisClientFactory;
     circuitBreaker: CircuitBreakerSettings;
     cacheDefaults: Readonly<CacheOptionsDto>;
   }

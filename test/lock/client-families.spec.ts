@@ -72,11 +72,11 @@ describe('a client that sends every method name as a command', () => {
 });
 
 /**
- * A stand-in for a node-redis client (`createClient()` of the `redis` package, v4 and v5), with
- * the members that tell it apart: `isOpen` / `isReady` flags, `sendCommand`, `eval(script,
- * { keys, arguments })` of arity 2, `set(key, value, { NX, PX })`, sharded `sSubscribe`,
- * `duplicate`, `connect`, `quit`. The `redis` package is not installed here; every call is
- * recorded, so the test proves the lock never drives it.
+ * A client shaped like node-redis (`isOpen` / `isReady` flags, `sendCommand`, `eval(script,
+ * { keys, arguments })` of arity 2, `set(key, value, options)`, `sSubscribe`, `duplicate`,
+ * `connect`, `quit`) that lacks methods the lock calls on a node-redis client (`destroy`,
+ * `sUnsubscribe`): its `eval()` takes other arguments than the minimal interface's, so it is not
+ * driven either way. Every call is recorded, so the test proves the lock never drives it.
  */
 class NodeRedisLikeClient extends EventEmitter {
   readonly calls: string[] = [];
@@ -117,7 +117,7 @@ class NodeRedisLikeClient extends EventEmitter {
   }
 }
 
-describe('a node-redis client: not supported yet, refused instead of misused', () => {
+describe('a client shaped like node-redis without every method the lock calls: refused instead of misused', () => {
   it('new refuses it with redis_client_invalid, and it is sent nothing', () => {
     const client = new NodeRedisLikeClient();
     expect(client.eval.length).toBe(2);

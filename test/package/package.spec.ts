@@ -33,6 +33,8 @@ interface PackResult {
 let workDir: string;
 let packed: PackResult;
 let appDir: string;
+/** The same app without ioredis (nor iovalkey, its fork): node-redis is its client. */
+let bareAppDir: string;
 let server: RedisServer;
 
 /** Newest modification time of the files under `dir`, in ms. */
@@ -67,21 +69,27 @@ function run(command: string, args: string[], cwd: string): string {
   return result.stdout;
 }
 
-/** A CommonJS app with the tarball extracted into node_modules and the peers linked. */
-function installApp(tarball: string): string {
-  const app = join(workDir, 'app');
+/**
+ * A CommonJS app with the tarball extracted into node_modules and the peers linked, all but those
+ * in `without`.
+ */
+function installApp(tarball: string, name: string, without: readonly string[] = []): string {
+  const app = join(workDir, name);
   const target = join(app, 'node_modules', manifest.name);
   mkdirSync(target, { recursive: true });
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'cjs-app', private: true }));
   run('tar', ['-xzf', tarball, '-C', target, '--strip-components=1'], workDir);
   for (const peer of Object.keys(manifest.peerDependencies)) {
+    if (without.includes(peer)) continue;
     const source = join(root, 'node_modules', peer);
     if (!existsSync(source)) throw new Error(`peer dependency ${peer} is not installed`);
     const link = join(app, 'node_modules', peer);
     mkdirSync(dirname(link), { recursive: true });
     symlinkSync(source, link, 'dir');
   }
-  copyFileSync(join(root, 'test/package/app/main.cjs'), join(app, 'main.cjs'));
+  for (const script of ['main.cjs', 'without-ioredis.cjs']) {
+    copyFileSync(join(root, 'test/package/app', script), join(app, script));
+  }
   return app;
 }
 
@@ -94,7 +102,8 @@ beforeAll(async () => {
     root,
   );
   [packed] = JSON.parse(out) as PackResult[];
-  appDir = installApp(join(workDir, packed.filename));
+  appDir = installApp(join(workDir, packed.filename), 'app');
+  bareAppDir = installApp(join(workDir, packed.filename), 'bare-app', ['ioredis', 'iovalkey']);
   server = await startRedis();
 }, 120_000);
 
@@ -171,5 +180,28 @@ describe('a CommonJS app that installs the tarball', () => {
     expect(seen.version).toBe(manifest.version);
     expect(seen.exports).toEqual(Object.keys(api).toSorted());
     expect(seen.keysLeft).toBe(0);
+  });
+});
+
+describe('a CommonJS app that installs the tarball without ioredis', () => {
+  it('loads the library, locks through a node-redis client and an eval()-only client, and a client by URL fails with redis_client_missing', () => {
+    const flags = process.features.require_module ? [] : ['--experimental-require-module'];
+    const result = spawnSync(process.execPath, [...flags, 'without-ioredis.cjs'], {
+      cwd: bareAppDir,
+      env: { ...process.env, REDIS_URL: server.url, NODE_OPTIONS: '' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(result.stderr, 'the app failed or warned').toBe('');
+    expect(result.status).toBe(0);
+    const missing = api.ENGLISH_MESSAGES.redis_client_missing;
+    expect(JSON.parse(result.stdout.trim())).toEqual({
+      ioredisFound: false,
+      nodeRedis: true,
+      scripts: true,
+      missing: { code: 'redis_client_missing', message: `Redis lock failed: ${missing}` },
+      direct: { code: 'redis_client_missing', message: missing },
+      keysLeft: 0,
+    });
   });
 });
