@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { RedisScriptClient } from '../../lib/index.js';
 import { afterAll, beforeAll } from 'vitest';
 import { RedisLockService, type RedisLockOptions } from '../../lib/index.js';
+import type { ClientFamily } from '../support/client-families.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 /** The Redis key the service locks for `key`: namespace, then hex MD5 of the key's UTF-8 bytes. */
@@ -73,11 +74,19 @@ export function withRedisServer(ready: (server: RedisServer, admin: Redis) => vo
   afterAll(() => started?.stop());
 }
 
-/** Makes workers: each its own service and its own connection (as after a fork), in `namespace`. */
+/**
+ * Makes workers: each its own service and its own connection (as after a fork), in `namespace`,
+ * with a client of `family` (default: ioredis, whose clients `server.stop()` closes).
+ */
 export function lockWorkers(
   server: () => RedisServer,
   namespace: string,
+  family?: ClientFamily,
 ): (options?: Partial<RedisLockOptions>) => RedisLockService {
   return (options = {}) =>
-    new RedisLockService({ redis: () => server().client(), namespace, ...options });
+    new RedisLockService({
+      redis: family ? () => family.connect(server()) : () => server().client(),
+      namespace,
+      ...options,
+    });
 }

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { LockError, RedisLockService, type LockGuard } from '../../lib/index.js';
+import { LOCK_FAMILIES } from '../support/client-families.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { collectEscapes, settle } from '../support/escapes.js';
 import {
@@ -18,14 +19,20 @@ let admin: Redis;
 withRedisServer((s, a) => ((server = s), (admin = a)));
 
 /** One worker: its own service and its own connection, as after a fork. */
-const worker = lockWorkers(() => server, NS);
+const ioredisWorker = lockWorkers(() => server, NS);
 
 /** A getter or trap that throws. */
 const boom = (): never => {
   throw new Error('read me not');
 };
 
-describe('release', () => {
+describe.each(LOCK_FAMILIES)('release through $name', (family) => {
+  // Each family its own keys: what one family's test holds is not another's.
+  const ns = `${NS}${family.name}:`;
+  /** One worker: its own service and its own client of the family, as after a fork. */
+  const worker = lockWorkers(() => server, ns, family);
+  afterAll(() => family.closeAll());
+
   describe('the holder’s guard: release deletes the key and returns (true, undefined)', () => {
     it('deletes the key and returns (true, undefined)', async () => {
       const lock = worker();
@@ -80,10 +87,10 @@ describe('release', () => {
     });
 
     it('a key set by anything else in Redis is never deleted', async () => {
-      await admin.set(rkey(NS, 'foreign'), 'their-value');
-      const guard: LockGuard = { key: rkey(NS, 'foreign'), token: 'their-value-not' };
+      await admin.set(rkey(ns, 'foreign'), 'their-value');
+      const guard: LockGuard = { key: rkey(ns, 'foreign'), token: 'their-value-not' };
       expect(await worker().release(guard)).toEqual([true, undefined]);
-      expect(await admin.get(rkey(NS, 'foreign'))).toBe('their-value');
+      expect(await admin.get(rkey(ns, 'foreign'))).toBe('their-value');
     });
   });
 
@@ -137,7 +144,7 @@ describe('release', () => {
       [
         'a getter on token that throws',
         () => ({
-          key: `${NS}k`,
+          key: `${ns}k`,
           get token(): string {
             return boom();
           },
@@ -227,7 +234,7 @@ describe('release', () => {
         }
       }
       for (const Lock of [Before, Around]) {
-        const lock = new Lock({ redis: () => server.client(), namespace: NS });
+        const lock = new Lock({ redis: () => server.client(), namespace: ns });
         const [guard] = await lock.acquire('tagged');
         expect(await lock.extend(guard!)).toEqual([true, undefined]);
         expect(await lock.release(guard!)).toEqual([true, undefined]);
@@ -235,34 +242,34 @@ describe('release', () => {
       }
     });
   });
+});
 
-  describe('Redis unreachable: (false, redis_unlock_failed), and the lock stays until its TTL', () => {
-    it('a factory that throws', async () => {
-      const [guard] = await worker().acquire('stays');
-      const lock = new RedisLockService({
-        redis: () => {
-          throw new Error('connection refused');
-        },
-        namespace: NS,
-      });
-      const [ok, error] = await lock.release(guard!);
-      expect(ok).toBe(false);
-      expect(error?.code).toBe('redis_unlock_failed');
-      expect(error?.message).toBe('Redis unlock failed: connection refused');
-      expect(await admin.get(guard!.key)).toBe(guard!.token);
+describe('release when Redis is unreachable: (false, redis_unlock_failed), and the lock stays until its TTL', () => {
+  it('a factory that throws', async () => {
+    const [guard] = await ioredisWorker().acquire('stays');
+    const lock = new RedisLockService({
+      redis: () => {
+        throw new Error('connection refused');
+      },
+      namespace: NS,
     });
+    const [ok, error] = await lock.release(guard!);
+    expect(ok).toBe(false);
+    expect(error?.code).toBe('redis_unlock_failed');
+    expect(error?.message).toBe('Redis unlock failed: connection refused');
+    expect(await admin.get(guard!.key)).toBe(guard!.token);
+  });
 
-    it('a stopped server', async () => {
-      const down = await startRedis();
-      const client = failFastClient(down);
-      const lock = new RedisLockService({ redis: client, namespace: NS });
-      const [guard] = await lock.acquire('server-goes-away');
-      expect(guard).toBeDefined();
-      await down.stop();
-      const [ok, error] = await lock.release(guard!);
-      expect(ok).toBe(false);
-      expect(error?.code).toBe('redis_unlock_failed');
-      expect(error!.message).toBe(`Redis unlock failed: ${(error!.cause as Error).message}`);
-    });
+  it('a stopped server', async () => {
+    const down = await startRedis();
+    const client = failFastClient(down);
+    const lock = new RedisLockService({ redis: client, namespace: NS });
+    const [guard] = await lock.acquire('server-goes-away');
+    expect(guard).toBeDefined();
+    await down.stop();
+    const [ok, error] = await lock.release(guard!);
+    expect(ok).toBe(false);
+    expect(error?.code).toBe('redis_unlock_failed');
+    expect(error!.message).toBe(`Redis unlock failed: ${(error!.cause as Error).message}`);
   });
 });
