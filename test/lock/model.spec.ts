@@ -1,19 +1,21 @@
 import fc from 'fast-check';
-import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService, type LockGuard } from '../../lib/index.js';
 import { toMilliseconds } from '../../lib/options/seconds.js';
 import { LockModel, timed, type Interval } from '../support/lock-model.js';
-import { LOCK_FAMILIES, type ClientFamily } from '../support/client-families.js';
+import {
+  BACKENDS,
+  inspectorFor,
+  type ClientFamily,
+  type KeyInspector,
+} from '../support/client-families.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { sleep } from './lock-helpers.js';
 
 let server: RedisServer;
-let admin: Redis;
 
 beforeAll(async () => {
   server = await startRedis();
-  admin = server.client();
 });
 afterAll(() => server.stop());
 
@@ -84,7 +86,7 @@ async function runScenario(
     (t) => new RedisLockService({ redis: () => family.connect(server), namespace, ttl: t }),
   );
   try {
-    await runSteps(services, tally, ttl, commands);
+    await runSteps(services, inspectorFor(family, server), tally, ttl, commands);
   } finally {
     await family.closeAll();
   }
@@ -92,6 +94,7 @@ async function runScenario(
 
 async function runSteps(
   services: readonly RedisLockService[],
+  keys: KeyInspector,
   tally: Tally,
   ttl: readonly number[],
   commands: readonly Command[],
@@ -102,8 +105,8 @@ async function runSteps(
   const rkeys = KEYS.map((k) => services[0]!.redisKey(k));
 
   const resync = async (rkey: string): Promise<void> => {
-    const [replies, at] = await timed(() => admin.multi().get(rkey).pttl(rkey).exec());
-    model.resync(rkey, replies![0]![1] as string | null, replies![1]![1] as number, at);
+    const [[value, pttl], at] = await timed(() => Promise.all([keys.get(rkey), keys.pttl(rkey)]));
+    model.resync(rkey, value, pttl, at);
   };
   const settle = async (rkey: string, at: Interval, check: () => void): Promise<void> => {
     if (model.state(rkey, at) === 'uncertain') {
@@ -169,7 +172,7 @@ async function runSteps(
     }
     // After every step, Redis holds exactly what the model says wherever the model is sure.
     for (const rkey of rkeys) {
-      const [value, at] = await timed(() => admin.get(rkey));
+      const [value, at] = await timed(() => keys.get(rkey));
       await settle(rkey, at, () => {
         expect(value).toBe(model.state(rkey, at) === 'held' ? model.token(rkey)! : null);
       });
@@ -178,7 +181,7 @@ async function runSteps(
   tally.expirations += model.expirations;
 }
 
-describe.each(LOCK_FAMILIES)(
+describe.each(BACKENDS)(
   'the lock through $name against a model: random acquires, releases and expiries by several workers',
   (family) => {
     it('every result agrees with the model (acquire, release, expiry)', async () => {

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockError, RedisLockService, type LockGuard } from '../../lib/index.js';
-import { LOCK_FAMILIES } from '../support/client-families.js';
+import { BACKENDS, inspectorFor, type KeyInspector } from '../support/client-families.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import {
   failFastClient,
@@ -21,12 +21,15 @@ withRedisServer((s, a) => ((server = s), (admin = a)));
 const lastArgv = (client: ReturnType<typeof recordingClient>): unknown =>
   client.calls.at(-1)!.args.at(-1);
 
-describe.each(LOCK_FAMILIES)('through $name', (family) => {
+describe.each(BACKENDS)('through $name', (family) => {
   // Each family its own keys: what one family's test holds is not another's.
   const ns = `${NS}${family.name}:`;
   /** One worker: its own service and its own client of the family, as after a fork. */
   const worker = lockWorkers(() => server, ns, family);
   afterAll(() => family.closeAll());
+  /** The keys the family's clients see: through an admin connection, or in the in-memory keyspace. */
+  let keys: KeyInspector;
+  beforeAll(() => void (keys = inspectorFor(family, server)));
 
   describe('ttl: sent to Redis in whole milliseconds, never less than 1', () => {
     it('ttl 0.5 gives a PTTL of about 500 ms', async () => {
@@ -34,7 +37,7 @@ describe.each(LOCK_FAMILIES)('through $name', (family) => {
       await lock.acquire('connect-first');
       const start = performance.now();
       const [guard] = await lock.acquire('half-second');
-      const pttl = await admin.pttl(guard!.key);
+      const pttl = await keys.pttl(guard!.key);
       // At most 500, and short of 500 by no more than the time these two calls took.
       const elapsed = performance.now() - start;
       expect(pttl).toBeLessThanOrEqual(500);
@@ -44,14 +47,14 @@ describe.each(LOCK_FAMILIES)('through $name', (family) => {
     it('ttl 0.0001 gives 1 ms: the key is at most 1 ms from gone', async () => {
       const [guard] = await worker({ ttl: 0.0001 }).acquire('tenth-of-a-ms');
       expect(guard).toBeDefined();
-      expect([1, 0, -2]).toContain(await admin.pttl(guard!.key));
-      await untilExpired(admin, guard!.key, 1000);
+      expect([1, 0, -2]).toContain(await keys.pttl(guard!.key));
+      await untilExpired(keys, guard!.key, 1000);
     });
 
     it('a per-call ttl overrides the service ttl for that lock', async () => {
       const lock = worker({ ttl: 60 });
       const [guard] = await lock.acquire('per-call', 2);
-      const pttl = await admin.pttl(guard!.key);
+      const pttl = await keys.pttl(guard!.key);
       expect(pttl).toBeGreaterThan(1500);
       expect(pttl).toBeLessThanOrEqual(2000);
     });
@@ -74,19 +77,19 @@ describe.each(LOCK_FAMILIES)('through $name', (family) => {
     it('[true, undefined] moves the PTTL out to the new ttl', async () => {
       const lock = worker({ ttl: 1 });
       const [guard] = await lock.acquire('extend-out');
-      expect(await admin.pttl(guard!.key)).toBeLessThanOrEqual(1000);
+      expect(await keys.pttl(guard!.key)).toBeLessThanOrEqual(1000);
       expect(await lock.extend(guard!, 30)).toEqual([true, undefined]);
-      expect(await admin.pttl(guard!.key)).toBeGreaterThan(25_000);
-      expect(await admin.get(guard!.key)).toBe(guard!.token);
+      expect(await keys.pttl(guard!.key)).toBeGreaterThan(25_000);
+      expect(await keys.get(guard!.key)).toBe(guard!.token);
     });
 
     it('without a ttl it uses the service ttl; it can also shorten', async () => {
       const lock = worker({ ttl: 20 });
       const [guard] = await lock.acquire('extend-default', 1);
       expect(await lock.extend(guard!)).toEqual([true, undefined]);
-      expect(await admin.pttl(guard!.key)).toBeGreaterThan(15_000);
+      expect(await keys.pttl(guard!.key)).toBeGreaterThan(15_000);
       expect(await lock.extend(guard!, 0.5)).toEqual([true, undefined]);
-      expect(await admin.pttl(guard!.key)).toBeLessThanOrEqual(500);
+      expect(await keys.pttl(guard!.key)).toBeLessThanOrEqual(500);
     });
 
     it('[false, undefined] after release', async () => {
@@ -94,25 +97,25 @@ describe.each(LOCK_FAMILIES)('through $name', (family) => {
       const [guard] = await lock.acquire('extend-released');
       await lock.release(guard!);
       expect(await lock.extend(guard!, 30)).toEqual([false, undefined]);
-      expect(await admin.exists(guard!.key)).toBe(0);
+      expect(await keys.exists(guard!.key)).toBe(0);
     });
 
     it('[false, undefined] after expiry', async () => {
       const lock = worker({ ttl: 0.2 });
       const [guard] = await lock.acquire('extend-expired');
-      await untilExpired(admin, guard!.key, 5000);
+      await untilExpired(keys, guard!.key, 5000);
       expect(await lock.extend(guard!, 30)).toEqual([false, undefined]);
-      expect(await admin.exists(guard!.key)).toBe(0);
+      expect(await keys.exists(guard!.key)).toBe(0);
     });
 
     it('[false, undefined] when another worker took the key; its expiry is not touched', async () => {
       const [a, b] = [worker({ ttl: 0.2 }), worker({ ttl: 5 })];
       const [old] = await a.acquire('extend-retaken');
-      await untilExpired(admin, old!.key, 5000);
+      await untilExpired(keys, old!.key, 5000);
       const [current] = await b.acquire('extend-retaken');
       expect(await a.extend(old!, 60)).toEqual([false, undefined]);
-      expect(await admin.pttl(old!.key)).toBeLessThanOrEqual(5000);
-      expect(await admin.get(old!.key)).toBe(current!.token);
+      expect(await keys.pttl(old!.key)).toBeLessThanOrEqual(5000);
+      expect(await keys.get(old!.key)).toBe(current!.token);
     });
 
     it('an invalid ttl returns (false, redis_ttl_invalid) and leaves the expiry alone', async () => {
@@ -123,7 +126,7 @@ describe.each(LOCK_FAMILIES)('through $name', (family) => {
         expect(extended).toBe(false);
         expect(error?.code).toBe('redis_ttl_invalid');
       }
-      expect(await admin.pttl(guard!.key)).toBeGreaterThan(25_000);
+      expect(await keys.pttl(guard!.key)).toBeGreaterThan(25_000);
     });
 
     it('an invalid guard returns (false, redis_invalid_guard)', async () => {

@@ -6,8 +6,10 @@ import { Redis as Valkey } from 'iovalkey';
 import { createClient, createCluster } from 'redis';
 import { createClient as createClient5, createCluster as createCluster5 } from 'redis5';
 import type { RedisScriptClient } from '../../lib/index.js';
-import { memoryClient } from '../../lib/memory/memory-client.js';
+import { vi } from 'vitest';
+import { MemoryClient, memoryClient } from '../../lib/memory/memory-client.js';
 import type { LockClient } from '../../lib/options/redis-lock.options.js';
+import { commandStats } from './command-stats.js';
 import type { RedisServer } from './redis-server.js';
 
 /** Where a family connects to: one redis-server (a `RedisServer` fits). */
@@ -245,6 +247,7 @@ export interface KeyInspector {
   exists(key: string): Promise<number>;
   dbsize(): Promise<number>;
   del(key: string): Promise<number>;
+  set(key: string, value: string): Promise<unknown>;
   set(key: string, value: string, px: 'PX', milliseconds: number): Promise<unknown>;
 }
 
@@ -255,4 +258,32 @@ export interface KeyInspector {
 export function inspectorFor(family: ClientFamily, server: RedisServer): KeyInspector {
   if (family === MEMORY) return memoryClient(`memory://families-${server.port}`);
   return server.client();
+}
+
+const LOCK_COMMANDS = ['eval', 'evalsha', 'set'] as const;
+
+/**
+ * Starts counting the lock commands (`eval`, `evalsha`, `set`) that `family`'s clients send, and
+ * gives a function that answers the names of those sent since: from Redis's command statistics
+ * (reset now through `admin`), or from the in-memory clients' own calls.
+ */
+export async function lockCommandsFrom(
+  family: ClientFamily,
+  admin: Redis,
+): Promise<() => Promise<string[]>> {
+  if (family === MEMORY) {
+    const spies = LOCK_COMMANDS.map(
+      (name) => [name, vi.spyOn(MemoryClient.prototype, name)] as const,
+    );
+    return async () => {
+      const sent = spies.filter(([, spy]) => spy.mock.calls.length > 0).map(([name]) => name);
+      for (const [, spy] of spies) spy.mockRestore();
+      return sent;
+    };
+  }
+  await admin.config('RESETSTAT');
+  return async () =>
+    [...(await commandStats(admin)).keys()].filter((name) =>
+      (LOCK_COMMANDS as readonly string[]).includes(name),
+    );
 }
