@@ -252,26 +252,26 @@ export interface KeyInspector {
 }
 
 /**
- * The keys `family`'s clients of `server` see: an ioredis admin connection to the server (closed
+ * The keys the clients of family `of` on `server` see: an ioredis admin connection to the server (closed
  * by `server.stop()`), or for the in-memory backend a client of the keyspace its clients share.
  */
-export function inspectorFor(family: ClientFamily, server: RedisServer): KeyInspector {
-  if (family === MEMORY) return memoryClient(`memory://families-${server.port}`);
+export function inspectorFor(of: ClientFamily, server: RedisServer): KeyInspector {
+  if (of === MEMORY) return memoryClient(`memory://families-${server.port}`);
   return server.client();
 }
 
 const LOCK_COMMANDS = ['eval', 'evalsha', 'set'] as const;
 
 /**
- * Starts counting the lock commands (`eval`, `evalsha`, `set`) that `family`'s clients send, and
+ * Starts counting the lock commands (`eval`, `evalsha`, `set`) that the clients of family `of` send, and
  * gives a function that answers the names of those sent since: from Redis's command statistics
  * (reset now through `admin`), or from the in-memory clients' own calls.
  */
 export async function lockCommandsFrom(
-  family: ClientFamily,
+  of: ClientFamily,
   admin: Redis,
 ): Promise<() => Promise<string[]>> {
-  if (family === MEMORY) {
+  if (of === MEMORY) {
     const spies = LOCK_COMMANDS.map(
       (name) => [name, vi.spyOn(MemoryClient.prototype, name)] as const,
     );
