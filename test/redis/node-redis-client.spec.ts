@@ -7,6 +7,8 @@ import {
   RedisLockService,
   SingleFlightEngine,
 } from '../../lib/index.js';
+import { createClient } from 'redis';
+import { createClient as createClient5 } from 'redis5';
 import { releaseChannel } from '../../lib/redis/keys.js';
 import type { NodeRedisConnection } from '../../lib/redis/node-redis-client.js';
 import { BreakerRecovery } from '../../lib/single-flight/breaker-recovery.js';
@@ -224,6 +226,67 @@ describe.each([NODE_REDIS, NODE_REDIS_5])('a $name client', (family: ClientFamil
     expect(made!.isOpen).toBe(false);
     await settle();
     expect(escaped).toEqual([]);
+  });
+});
+
+/**
+ * node-redis's fail-fast settings of the README, with a shorter socket timeout: node-redis's
+ * `commandOptions.timeout` bounds only the wait until a command is written, so a paused server is
+ * noticed by the socket's silence (`socketTimeout`; PINGs keep an idle socket busy), and the
+ * reconnect strategy brings the client back afterwards.
+ */
+const SOCKET_TIMEOUT_MS = 500;
+const FAIL_FAST = {
+  disableOfflineQueue: true,
+  pingInterval: 100,
+  socket: {
+    socketTimeout: SOCKET_TIMEOUT_MS,
+    connectTimeout: 2000,
+    reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 1000),
+  },
+};
+
+describe.each<
+  [
+    string,
+    (
+      url: string,
+    ) => NodeClient & { on(e: 'error', l: () => void): unknown; connect(): Promise<unknown> },
+  ]
+>([
+  ['node-redis 6', (url) => createClient({ url, ...FAIL_FAST })],
+  ['node-redis 5', (url) => createClient5({ url, ...FAIL_FAST })],
+])('a %s client with the fail-fast settings', (_, create) => {
+  it('a paused server: acquire and release fail with their error within the socket timeout, and the lock works again once it is back', async () => {
+    const own = await startRedis();
+    const client = create(own.url);
+    client.on('error', () => {});
+    await client.connect();
+    try {
+      const lock = new RedisLockService({ redis: client, namespace: NS });
+      const [guard] = await lock.acquire('paused');
+      own.pause();
+      const started = performance.now();
+      const [[none, error], [released, releaseError]] = await Promise.all([
+        lock.acquire('paused-2'),
+        lock.release(guard!),
+      ]);
+      const elapsed = performance.now() - started;
+      own.resume();
+      expect(none).toBeUndefined();
+      expect(error?.code).toBe('redis_lock_failed');
+      expect(error!.message).toBe(`Redis lock failed: ${(error!.cause as Error).message}`);
+      expect([released, releaseError?.code]).toEqual([false, 'redis_unlock_failed']);
+      // The documented bound: the socket timeout, and a margin for a loaded machine.
+      expect(elapsed).toBeLessThan(SOCKET_TIMEOUT_MS + 700);
+      await until(async () => (await lock.acquire('back again'))[0] !== undefined);
+      await settle();
+      expect(escaped).toEqual([]);
+    } finally {
+      own.resume();
+      client.destroy();
+      await own.stop();
+    }
   });
 });
 
