@@ -254,7 +254,7 @@ describe('an app without the optional peer @nestjs/terminus', () => {
 });
 
 describe('a CommonJS app that installs the tarball without ioredis', () => {
-  it('loads the library, locks through a node-redis client and an eval()-only client, and a client by URL fails with redis_client_missing', () => {
+  it('loads the library, locks through a node-redis client, an eval()-only client and memory:// (logging its start-up line), and a client by URL fails with redis_client_missing', () => {
     const flags = process.features.require_module ? [] : ['--experimental-require-module'];
     const result = spawnSync(process.execPath, [...flags, 'without-ioredis.cjs'], {
       cwd: noIoredisDir,
@@ -269,6 +269,8 @@ describe('a CommonJS app that installs the tarball without ioredis', () => {
       ioredisFound: false,
       nodeRedis: true,
       scripts: true,
+      memory: true,
+      logged: [api.ENGLISH_MESSAGES.memory_backend],
       missing: { code: 'redis_client_missing', message: `Redis lock failed: ${missing}` },
       direct: { code: 'redis_client_missing', message: missing },
       keysLeft: 0,

@@ -1,12 +1,21 @@
 'use strict';
 // A CommonJS app without ioredis: it loads the packed library and locks through node-redis, once
-// with the client as it is and once behind an object with eval() only. Asking the library to
-// build a client from a URL fails with redis_client_missing. Prints one JSON line with what it
-// saw; exits 1 on any failure.
+// with the client as it is and once behind an object with eval() only, and on memory:// with no
+// client at all. Asking the library to build a client from a URL fails with redis_client_missing.
+// Prints one JSON line with what it saw; exits 1 on any failure.
 require('reflect-metadata');
 const assert = require('node:assert/strict');
 const { createClient } = require('redis');
+const { Logger } = require('@nestjs/common');
 const { connectFailFast, LockError, RedisLockService } = require('nestjs-buffer-lock');
+
+/** What the library logged through the Nest Logger (the memory:// start-up line). */
+const logged = [];
+Logger.overrideLogger({
+  log: (text) => logged.push(String(text)),
+  warn: (text) => logged.push(String(text)),
+  error: (text) => logged.push(String(text)),
+});
 
 const url = process.env.REDIS_URL;
 
@@ -45,6 +54,8 @@ async function main() {
     'b',
   );
 
+  const memory = await lockOnce(new RedisLockService({ redis: 'memory://' }), 'm');
+
   const byUrl = new RedisLockService({ redis: () => connectFailFast(url), namespace: 'no-io:' });
   const [none, missing] = await byUrl.acquire('c');
   assert.equal(none, undefined);
@@ -62,6 +73,8 @@ async function main() {
       ioredisFound,
       nodeRedis,
       scripts,
+      memory,
+      logged,
       missing: { code: missing.code, message: missing.message },
       direct: { code: direct.code, message: direct.message },
       keysLeft,
