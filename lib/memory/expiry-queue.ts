@@ -1,4 +1,11 @@
-/** One expiry in the queue: `key` expires after epoch ms `at`. */
+/**
+ * One expiry in the queue: `key` expires after epoch ms `at`.
+ *
+ * @example
+ * ```ts
+ * const expiry: Expiry = { key: 'buffer:lock:9a03', at: Date.now() + 60_000 };
+ * ```
+ */
 export interface Expiry {
   readonly key: string;
   readonly at: number;

@@ -36,6 +36,12 @@ interface Entry {
 
 /**
  * Where a keyspace delivers the messages it publishes: the subscriber connections of `memory://`.
+ *
+ * @example
+ * ```ts
+ * const listener: ChannelListener = { deliver: (channel, message) => console.log(channel, message) };
+ * keyspace.subscribe('buffer:lock:9a03', listener);
+ * ```
  */
 export interface ChannelListener {
   deliver(channel: string, message: string): void;

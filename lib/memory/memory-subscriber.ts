@@ -3,7 +3,15 @@ import type { SubscriberConnection } from '../single-flight/subscriber-types.js'
 import type { ChannelListener, MemoryKeyspace } from './keyspace.js';
 import { asSent } from './wire.js';
 
-/** What ioredis rejects a command on a closed connection with. */
+/**
+ * What ioredis rejects a command on a closed connection with, and so does `memory://`.
+ *
+ * @example
+ * ```ts
+ * await client.quit();
+ * await client.get('k').catch((error: Error) => error.message === CONNECTION_CLOSED); // true
+ * ```
+ */
 export const CONNECTION_CLOSED = 'Connection is closed.';
 
 /**
