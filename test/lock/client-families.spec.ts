@@ -1,5 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
+import { Redis as Valkey } from 'iovalkey';
+import { createClient, createCluster } from 'redis';
+import { createClient as createClient5, createCluster as createCluster5 } from 'redis5';
 import { describe, expect, it } from 'vitest';
 import {
   BufferLockConfigError,
@@ -164,5 +167,22 @@ describe('a client shaped like node-redis without every method the lock calls: r
   it('an ioredis client and a minimal eval() client are still taken', () => {
     expect(() => new RedisLockService({ redis: server.client() })).not.toThrow();
     expect(() => new RedisLockService({ redis: { eval: () => 1 } })).not.toThrow();
+  });
+});
+
+describe('clients recognised by their shape', () => {
+  it('a node-redis client and cluster (5 and 6) and an iovalkey client are taken by new and by the module, before they connect', () => {
+    const clients = [
+      createClient(),
+      createCluster({ rootNodes: [{ url: server.url }] }),
+      createClient5(),
+      createCluster5({ rootNodes: [{ url: server.url }] }),
+      new Valkey({ lazyConnect: true }),
+    ];
+    const messages = new BufferLockMessages();
+    for (const client of clients) {
+      expect(() => new RedisLockService({ redis: client, namespace: NS })).not.toThrow();
+      expect(() => resolveBufferLockOptions({ redis: client }, messages)).not.toThrow();
+    }
   });
 });
