@@ -1,12 +1,16 @@
 import { Injectable } from '@nestjs/common';
 import type { RedisOptions } from 'ioredis';
+import { memoryClient } from './memory/memory-client.js';
+import { isMemoryUrl } from './memory/memory-url.js';
 import type { RedisConnection } from './options/buffer-lock.options.js';
 import {
   isScriptClient,
+  type LockClient,
   type RedisClientFactory,
   type RedisScriptClient,
 } from './options/redis-lock.options.js';
 import { connectFailFast } from './redis/client-defaults.js';
+import { closeNodeRedis, isNodeRedisClient } from './redis/node-redis-client.js';
 import { releaseSubscriberFor, type DuplicableClient } from './single-flight/release-subscriber.js';
 
 interface Closable {
@@ -19,7 +23,7 @@ const QUIT_TIMEOUT_MS = 1000;
 
 /**
  * The Redis clients one `BufferLockModule` made itself: from a factory, or from a URL or ioredis
- * options (then with `FAIL_FAST_CLIENT_DEFAULTS`).
+ * options (then with `FAIL_FAST_CLIENT_DEFAULTS`), or the in-memory client of a `memory://` URL.
  * They are quit at application shutdown. A client object the user passed in is never tracked, so
  * it is left alone.
  *
@@ -32,7 +36,7 @@ const QUIT_TIMEOUT_MS = 1000;
  */
 @Injectable()
 export class BufferLockClients {
-  private readonly made = new Set<RedisScriptClient>();
+  private readonly made = new Set<LockClient>();
   private readonly subscribed = new Set<RedisScriptClient>();
 
   /**
@@ -51,8 +55,9 @@ export class BufferLockClients {
   }
 
   /** `connection` as the lock service takes it: a client as is, anything else a tracked factory. */
-  factoryFor(connection: RedisConnection): RedisScriptClient | RedisClientFactory {
+  factoryFor(connection: RedisConnection): LockClient | RedisClientFactory {
     if (typeof connection === 'function') return this.tracked(connection);
+    if (isMemoryUrl(connection)) return this.tracked(() => memoryClient(connection));
     if (typeof connection === 'string' || !isScriptClient(connection)) {
       // Built here, so with the fail-fast settings; a failed connect is retried on the next call.
       return this.tracked(() => connectFailFast(connection as string | RedisOptions));
@@ -68,7 +73,14 @@ export class BufferLockClients {
     this.subscribed.clear();
     const clients = [...this.made];
     this.made.clear();
-    await Promise.all(clients.map((client) => close(client as Closable)));
+    await Promise.all(
+      clients.map((client) =>
+        // node-redis's disconnect() answers a promise (and rejects when closed): close it its way.
+        isNodeRedisClient(client)
+          ? closeNodeRedis(client, QUIT_TIMEOUT_MS)
+          : close(client as Closable),
+      ),
+    );
   }
 
   private tracked(factory: RedisClientFactory): RedisClientFactory {

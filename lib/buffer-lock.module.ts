@@ -6,6 +6,8 @@ import {
   BUFFER_LOCK_MODULE_OPTIONS,
   BufferLockConfigurableModule,
 } from './buffer-lock.module-definition.js';
+import { announceMemoryBackend } from './memory/memory-notice.js';
+import { isMemoryUrl } from './memory/memory-url.js';
 import { BufferLockMessages } from './messages/buffer-lock-messages.js';
 import {
   messageSettingsOf,
@@ -35,6 +37,7 @@ const providers: Provider[] = [
       clients: BufferLockClients,
     ): ResolvedBufferLockOptions => {
       const options = resolveBufferLockOptions(raw, messages);
+      if (isMemoryUrl(options.redis)) announceMemoryBackend(options.logger, messages);
       return markResolved(Object.freeze({ ...options, redis: clients.factoryFor(options.redis) }));
     },
     inject: [BUFFER_LOCK_MODULE_OPTIONS, BufferLockMessages, BufferLockClients],

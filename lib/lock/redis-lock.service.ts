@@ -1,13 +1,17 @@
-import { Inject, Injectable, Optional } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { hash } from 'node:crypto';
 import { BUFFER_LOCK_OPTIONS } from '../buffer-lock.constants.js';
 import { errorText } from '../errors/error-text.js';
 import { LockError } from '../errors/lock.error.js';
+import { memoryClient } from '../memory/memory-client.js';
+import { announceMemoryBackend } from '../memory/memory-notice.js';
+import { isMemoryUrl } from '../memory/memory-url.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
 import {
   isScriptClient,
   resolveLockOptions,
+  type LockClient,
   type RedisClientFactory,
   type RedisLockOptions,
   type RedisScriptClient,
@@ -20,6 +24,7 @@ import { acquireLock } from '../redis/acquire-lock.js';
 import { BadReply } from '../redis/bad-reply.js';
 import { batchingClient } from '../redis/batching-client.js';
 import { extendLock } from '../redis/extend-lock.js';
+import { isNodeRedisClient, nodeRedisClient } from '../redis/node-redis-client.js';
 import { acquireFencedLock } from '../redis/fencing.js';
 import { releaseLock } from '../redis/release-lock.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
@@ -59,8 +64,8 @@ const NOT_UTF8 = Buffer.from([0xff]);
 class NoClient extends Error {}
 
 /**
- * Thrown inside the service when the factory gives a client of a family the lock does not drive
- * (node-redis); never leaves it.
+ * Thrown inside the service when the factory gives something with `eval()` the lock does not
+ * drive (shaped like node-redis, without a method the lock calls); never leaves it.
  */
 class UnsupportedClient extends Error {}
 
@@ -79,6 +84,8 @@ class ConnectTimeout extends Error {}
  *
  * Works in a Nest app (provided by `BufferLockModule`) and on its own with `new`. No connection is
  * made until the first `acquire`, `release` or `extend`; a factory is then called once per process.
+ * With `redis: 'memory://'` it needs no Redis at all and coordinates this process only (it logs
+ * so when it is made).
  *
  * @example
  * ```ts
@@ -110,12 +117,17 @@ export class RedisLockService {
     this.options = isResolved(options)
       ? (options as ResolvedLockOptions)
       : resolveLockOptions(options, this.messages);
-    if (typeof this.options.redis !== 'function') this.use(this.options.redis);
+    const { redis } = this.options;
+    if (isMemoryUrl(redis)) {
+      announceMemoryBackend(new Logger('BufferLock'), this.messages);
+      this.use(memoryClient(redis));
+    } else if (typeof redis !== 'function') this.use(redis);
   }
 
-  /** The client, or the factory that makes it, as given. */
-  get redis(): RedisScriptClient | RedisClientFactory {
-    return this.options.redis;
+  /** The client, or the factory that makes it, as given; for a `memory://` URL, its client. */
+  get redis(): LockClient | RedisClientFactory {
+    const { redis } = this.options;
+    return isMemoryUrl(redis) ? this.client! : redis;
   }
 
   /** The prefix of every Redis key this service makes. */
@@ -245,8 +257,9 @@ export class RedisLockService {
   }
 
   /**
-   * The client the lock uses, made by the factory on first use (the same single instance). The
-   * wake-on-release subscriber duplicates it and reads lock PTTLs through it. Rejects
+   * The client the lock uses, made by the factory on first use (the same single instance), as the
+   * library drives it: a node-redis client is presented in ioredis's shape. The wake-on-release
+   * subscriber duplicates it and reads lock PTTLs through it. Rejects
    * with a `LockError` (`redis_no_client`, or the factory's own error) when there is none.
    */
   async getClient(): Promise<RedisScriptClient> {
@@ -290,8 +303,11 @@ export class RedisLockService {
     return close > 0 && redisKey.startsWith(namespace, close + 1);
   }
 
-  private use(client: RedisScriptClient): void {
+  /** Takes `given` as the client: a node-redis one through its adapter, and only then. */
+  private use(given: LockClient): void {
+    const client = isNodeRedisClient(given) ? nodeRedisClient(given) : (given as RedisScriptClient);
     this.client = client;
+    // node-redis writes the commands of one event-loop turn together: no batching on top.
     this.commands = batchingClient(client);
   }
 
@@ -318,7 +334,7 @@ export class RedisLockService {
       // A client is used as it is; only something else (a promise, of any library) is awaited.
       const client: unknown = isScriptClient(made) ? made : await this.inTime(made);
       if (!isScriptClient(client)) {
-        // Something with eval() that is not driven (node-redis) is refused; nothing is no client.
+        // Something with eval() that is not driven is refused; nothing is no client.
         throw hasEval(client) ? new UnsupportedClient() : new NoClient();
       }
       this.use(client);
@@ -356,6 +372,13 @@ export class RedisLockService {
     if (error instanceof UnsupportedClient) {
       const text = this.messages.render('redis_client_invalid');
       return new LockError('redis_client_invalid', this.messages.render(id, { ERROR: text }));
+    }
+    if (error instanceof LockError && error.code === 'redis_client_missing') {
+      // Made by connectFailFast in English: rendered again here, with this service's overrides.
+      const text = this.messages.render('redis_client_missing');
+      return new LockError('redis_client_missing', this.messages.render(id, { ERROR: text }), {
+        cause: error.cause,
+      });
     }
     if (error instanceof ConnectTimeout) {
       const seconds = this.options.connectTimeout;

@@ -28,6 +28,8 @@ export const ENGLISH_MESSAGES = {
   redis_no_result: 'Redis lock command returned no result',
   redis_bad_reply: 'Redis lock command returned an unexpected reply',
   redis_connect_timeout: 'Redis client factory gave no client within SECONDS s',
+  redis_client_missing:
+    'ioredis is not installed: install ioredis to connect by a redis:// URL or ioredis options, or pass a client (ioredis, iovalkey, node-redis) or a factory returning one',
   // release() — returned as LockError
   redis_invalid_guard: 'invalid lock guard',
   redis_unlock_failed: 'Redis unlock failed: ERROR',
@@ -118,6 +120,9 @@ export const ENGLISH_MESSAGES = {
   health_ping_failed: 'Redis PING failed: ERROR',
   health_ping_bad_reply: 'Redis answered PING with an unexpected reply',
   health_breaker_open: 'Redis circuit breaker is open',
+  // memory:// — log line when a module or a lock service starts on the in-memory backend
+  memory_backend:
+    'In-memory backend (memory://): locks, waits, shared results and cached entries coordinate this process only, not other processes or hosts; give a redis:// URL to coordinate several',
 } as const;
 
 /**

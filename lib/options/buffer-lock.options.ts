@@ -1,6 +1,7 @@
 import { Logger, type LoggerService } from '@nestjs/common';
 import { IsIn, ValidateIf } from 'class-validator';
 import type { RedisOptions } from 'ioredis';
+import { isMemoryUrl } from '../memory/memory-url.js';
 import type { BufferLockMessages, MessageSettings } from '../messages/buffer-lock-messages.js';
 import type { MessageCatalog } from '../messages/messages.catalog.js';
 import type { ResultSerializer } from '../serialization/result-serializer.js';
@@ -13,8 +14,8 @@ import {
   isScriptClient,
   RedisLockOptionsDto,
   safeCatalog,
+  type LockClient,
   type RedisClientFactory,
-  type RedisScriptClient,
 } from './redis-lock.options.js';
 import { CacheOptionsDto } from '../cache/cache.options.js';
 import {
@@ -41,9 +42,10 @@ const ON_REDIS_ERROR_MODES = ['proceed', 'throw'] as const;
 /**
  * How the module reaches Redis: a client object (left alone at shutdown), a factory (called once
  * per process; its client is quit at shutdown), a `redis://` / `rediss://` URL or an ioredis
- * options object (the module makes the client on first use and quits it at shutdown).
+ * options object (the module makes the client on first use and quits it at shutdown), or a
+ * `memory://` URL (no Redis: the in-memory backend, which coordinates this process only).
  */
-export type RedisConnection = RedisScriptClient | RedisClientFactory | string | RedisOptions;
+export type RedisConnection = LockClient | RedisClientFactory | string | RedisOptions;
 
 const isCatalog = (value: unknown): boolean =>
   value !== undefined && safeCatalog({ messages: value }) === value;
@@ -64,12 +66,19 @@ const isShorterThanTtl = (value: unknown, options: Record<string, unknown>): boo
  */
 export class BufferLockOptionsDto extends RedisLockOptionsDto {
   /**
-   * A client with `eval()`, a factory returning one (called once per process), a `redis://` /
-   * `rediss://` URL or ioredis options (the module makes that client). Required.
+   * A client (ioredis, iovalkey, node-redis, or anything with `eval()`), a factory returning one
+   * (called once per process), a `redis://` / `rediss://` URL or ioredis options (the module makes
+   * that client with ioredis), or `'memory://'` for the in-memory backend (no Redis, this process
+   * only). Required.
    */
   @Rule(
     'module_redis_invalid',
-    (v) => isScriptClient(v) || typeof v === 'function' || isRedisUrl(v) || isPlainObject(v),
+    (v) =>
+      isScriptClient(v) ||
+      typeof v === 'function' ||
+      isRedisUrl(v) ||
+      isMemoryUrl(v) ||
+      isPlainObject(v),
   )
   override redis: unknown;
 
@@ -181,8 +190,10 @@ type ModuleFields = Omit<BufferLockOptionsDto, 'redis' | 'circuitBreaker' | 'cac
  */
 export type BufferLockOptions = Partial<ModuleFields> & {
   /**
-   * A client with `eval()`, a factory returning one (called once per process), a `redis://` /
-   * `rediss://` URL or ioredis options (the module makes that client). Required.
+   * A client (ioredis, iovalkey, node-redis, or anything with `eval()`), a factory returning one
+   * (called once per process), a `redis://` / `rediss://` URL or ioredis options (the module makes
+   * that client with ioredis), or `'memory://'` for the in-memory backend (no Redis, this process
+   * only). Required.
    */
   redis: RedisConnection;
   /**
@@ -207,7 +218,7 @@ export type BufferLockOptions = Partial<ModuleFields> & {
  */
 export type ResolvedBufferLockOptions = Readonly<
   ModuleFields & {
-    redis: RedisScriptClient | RedisClientFactory;
+    redis: LockClient | RedisClientFactory;
     circuitBreaker: CircuitBreakerSettings;
     cacheDefaults: Readonly<CacheOptionsDto>;
   }

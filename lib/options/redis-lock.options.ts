@@ -1,5 +1,11 @@
+import { isMemoryUrl, type MemoryUrl } from '../memory/memory-url.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { MESSAGE_IDS, type MessageCatalog, type MessageId } from '../messages/messages.catalog.js';
+import {
+  isNodeRedisClient,
+  looksLikeNodeRedis,
+  type NodeRedisConnection,
+} from '../redis/node-redis-client.js';
 import { Rule, Seconds, validateOptions } from './validate-options.js';
 
 /**
@@ -32,7 +38,18 @@ export interface RedisScriptClient {
  * ```
  */
 export type RedisClientFactory = () =>
-  RedisScriptClient | null | undefined | Promise<RedisScriptClient | null | undefined>;
+  LockClient | null | undefined | Promise<LockClient | null | undefined>;
+
+/**
+ * A client the lock takes: a {@link RedisScriptClient} (ioredis, iovalkey, or anything with
+ * `eval()`), or a node-redis client or cluster.
+ *
+ * @example
+ * ```ts
+ * const client: LockClient = await createClient({ url: process.env.REDIS_URL }).connect();
+ * ```
+ */
+export type LockClient = RedisScriptClient | NodeRedisConnection;
 
 /** `value[name]`, or `undefined` when reading it throws (a getter or a Proxy trap). */
 const fieldOf = (value: object, name: string): unknown => {
@@ -62,24 +79,17 @@ export const isIoredisClient = (value: unknown): boolean => {
 };
 
 /**
- * Whether `value` is a node-redis client or cluster (`createClient()`, `createCluster()` of the
- * `redis` package): `sendCommand()` with `isOpen` / `isReady` flags. Its `eval()` and `set()` take
- * other arguments than the lock sends (`set` would drop NX and PX), so it is not driven.
+ * Whether `value` is a client the lock can drive: an ioredis client or fork
+ * ({@link isIoredisClient}), a node-redis client or cluster (`createClient()`, `createCluster()`
+ * of the `redis` package, with every method the lock calls), or any other object with `eval()`
+ * (the minimal {@link RedisScriptClient}). Something shaped like node-redis that lacks one of the
+ * methods it needs is refused: its `eval()` takes other arguments than the minimal interface's.
  */
-const isNodeRedisClient = (value: object): boolean =>
-  typeof fieldOf(value, 'sendCommand') === 'function' &&
-  (typeof fieldOf(value, 'isOpen') === 'boolean' || typeof fieldOf(value, 'isReady') === 'boolean');
-
-/**
- * Whether `value` is a client the lock can drive: an ioredis client ({@link isIoredisClient}), or
- * an object with `eval()` (the minimal {@link RedisScriptClient}) that is not a client of another
- * family whose methods take other arguments (node-redis, not supported yet).
- */
-export const isScriptClient = (value: unknown): value is RedisScriptClient =>
+export const isScriptClient = (value: unknown): value is LockClient =>
   typeof value === 'object' &&
   value !== null &&
   typeof fieldOf(value, 'eval') === 'function' &&
-  (isIoredisClient(value) || !isNodeRedisClient(value));
+  (isIoredisClient(value) || isNodeRedisClient(value) || !looksLikeNodeRedis(value));
 
 const isMessageCatalog = (value: unknown): boolean =>
   value === undefined ||
@@ -96,10 +106,14 @@ const isMessageCatalog = (value: unknown): boolean =>
  */
 export class RedisLockOptionsDto {
   /**
-   * A client with `eval()` (ioredis, or any minimal {@link RedisScriptClient}; node-redis is not
-   * supported yet and is refused), or (better) a factory returning one. Required.
+   * A client: ioredis `Redis` or `Cluster`, iovalkey, a node-redis client or cluster, or any
+   * minimal {@link RedisScriptClient} with `eval()`; (better) a factory returning one; or
+   * `'memory://'` for the in-memory backend (no Redis, this process only). Required.
    */
-  @Rule('redis_client_invalid', (v) => isScriptClient(v) || typeof v === 'function')
+  @Rule(
+    'redis_client_invalid',
+    (v) => isScriptClient(v) || typeof v === 'function' || isMemoryUrl(v),
+  )
   redis: unknown;
 
   /** The prefix of every Redis key. Non-empty; keep it ASCII. Default `'buffer:lock:'`. */
@@ -143,8 +157,12 @@ export class RedisLockOptionsDto {
  * ```
  */
 export type RedisLockOptions = Partial<Omit<RedisLockOptionsDto, 'redis'>> & {
-  /** A client with `eval()`, or (better) a factory returning one. Required. */
-  redis: RedisScriptClient | RedisClientFactory;
+  /**
+   * A client (ioredis, iovalkey, node-redis, or anything with `eval()`), (better) a factory
+   * returning one, or `'memory://'` (`'memory://NAME'` to share one keyspace between services of
+   * this process): no Redis, this process only. Required.
+   */
+  redis: LockClient | RedisClientFactory | MemoryUrl;
 };
 
 /** The lock's options after validation: defaults filled in, `ttl` a number. */

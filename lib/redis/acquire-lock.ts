@@ -2,12 +2,15 @@ import type { RedisScriptClient } from '../options/redis-lock.options.js';
 import { luaScript, runScript } from './lua-script.js';
 
 // SET NX answers nil when the key exists; Lua sees that as false. For clients with eval() only.
-const ACQUIRE = luaScript(`
+const ACQUIRE = luaScript(
+  `
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 1
 end
 return 0
-`);
+`,
+  (redis, [key], [token, ms]) => (redis.set(key!, token!, 'NX', 'PX', ms!) === null ? 0 : 1),
+);
 
 /**
  * What a SET answered that it never answers: the caller reads it as a bad reply. A SET reply such

@@ -1,4 +1,22 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
+import { LockError } from '../errors/lock.error.js';
+import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+
+/**
+ * ioredis, loaded on first use: it is an optional peer, needed only to build a client from a URL or
+ * ioredis options. Rejects with a `LockError` (`redis_client_missing`) when it is not installed.
+ */
+async function loadIoredis(): Promise<typeof Redis> {
+  try {
+    return (await import('ioredis')).Redis;
+  } catch (error) {
+    const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+    // ioredis itself missing; anything else (a broken install) is thrown as it is.
+    if (code !== 'ERR_MODULE_NOT_FOUND' || !String(message).includes("'ioredis'")) throw error;
+    const text = new BufferLockMessages().render('redis_client_missing');
+    throw new LockError('redis_client_missing', text, { cause: error });
+  }
+}
 
 /**
  * The ioredis settings applied to clients the module builds from a URL or from ioredis options:
@@ -31,7 +49,8 @@ export const FAIL_FAST_CLIENT_DEFAULTS = Object.freeze({
  * Connects a fail-fast client: {@link FAIL_FAST_CLIENT_DEFAULTS} under the caller's options (an
  * option the caller sets wins), and resolves once the client is ready, because without an offline
  * queue a command sent before that would fail. Rejects, leaving nothing connected or reconnecting,
- * when Redis cannot be reached. Passwords in `url` are never put into error texts.
+ * when Redis cannot be reached, and with a `LockError` (`redis_client_missing`) when ioredis is not
+ * installed. Passwords in `url` are never put into error texts.
  *
  * @example
  * ```ts
@@ -48,7 +67,8 @@ export async function connectFailFast(
     ...(typeof url === 'string' ? options : { ...url, ...options }),
     lazyConnect: true,
   };
-  const client = typeof url === 'string' ? new Redis(url, settings) : new Redis(settings);
+  const Client = await loadIoredis();
+  const client = typeof url === 'string' ? new Client(url, settings) : new Client(settings);
   // Errors reach callers as rejected commands; without a listener ioredis prints every retry.
   client.on('error', () => {});
   try {

@@ -2,12 +2,15 @@ import type { RedisScriptClient } from '../options/redis-lock.options.js';
 import { luaScript, runScript } from './lua-script.js';
 
 // Compare-and-expire: only the holder of the token can push the expiry out.
-const EXTEND = luaScript(`
+const EXTEND = luaScript(
+  `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
-`);
+`,
+  (redis, [key], [token, ms]) => (redis.get(key!) === token ? redis.pexpire(key!, ms!) : 0),
+);
 
 /**
  * Sets the expiry of `key` to `ttlMs` from now while it still holds `token`. Resolves 1 when it

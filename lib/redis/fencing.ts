@@ -5,12 +5,16 @@ import { luaScript, runScript } from './lua-script.js';
 // The acquire of acquire-lock.ts, plus INCR of the lock's fence counter in the same slot, in one
 // atomic step: every holder of a key gets a larger number than the one before it. The counter has
 // no expiry, so the numbers never go back (one small integer per lock key, kept for good).
-const ACQUIRE_FENCED = luaScript(`
+const ACQUIRE_FENCED = luaScript(
+  `
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return redis.call('INCR', KEYS[2])
 end
 return 0
-`);
+`,
+  (redis, [key, fence], [token, ms]) =>
+    redis.set(key!, token!, 'NX', 'PX', ms!) === null ? 0 : redis.incr(fence!),
+);
 
 /**
  * Like `acquireLock`, and when the lock is taken also increments `fenceKey(key)`. Resolves the new

@@ -2,7 +2,7 @@ import type { RedisScriptClient } from '../options/redis-lock.options.js';
 import { luaScript, runScript } from './lua-script.js';
 
 // A script rather than the PTTL command, so that any client with eval() will do.
-const PTTL = luaScript(`return redis.call('PTTL', KEYS[1])`);
+const PTTL = luaScript(`return redis.call('PTTL', KEYS[1])`, (redis, [key]) => redis.pttl(key!));
 
 /**
  * The lock's remaining life in milliseconds: Redis's PTTL (`-2` when the key is gone, `-1` when it

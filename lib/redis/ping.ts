@@ -2,7 +2,7 @@ import type { RedisScriptClient } from '../options/redis-lock.options.js';
 import { luaScript, runScript } from './lua-script.js';
 
 // For a client that has eval() only: any client the lock drives can run it.
-const PING = luaScript(`return redis.call('PING')`);
+const PING = luaScript(`return redis.call('PING')`, () => 'PONG');
 
 /**
  * Sends PING through `client`: its own `ping()` when it has one (ioredis, iovalkey), else a

@@ -2,9 +2,12 @@ import type { RedisScriptClient } from '../options/redis-lock.options.js';
 import { luaScript, runScript } from './lua-script.js';
 
 // Scripts rather than the commands themselves, so that any client with eval() will do.
-const GET = luaScript(`return redis.call('GET', KEYS[1])`);
-const SET_PX = luaScript(`return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])`);
-const DEL = luaScript(`return redis.call('DEL', KEYS[1])`);
+const GET = luaScript(`return redis.call('GET', KEYS[1])`, (redis, [key]) => redis.get(key!));
+const SET_PX = luaScript(
+  `return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])`,
+  (redis, [key], [value, ms]) => redis.set(key!, value!, 'PX', ms!),
+);
+const DEL = luaScript(`return redis.call('DEL', KEYS[1])`, (redis, [key]) => redis.del(key!));
 
 /** The string at `key`, or `null` when there is none. Rejects when Redis could not be asked. */
 export function getValue(client: RedisScriptClient, key: string): Promise<string | null> {

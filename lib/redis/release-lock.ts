@@ -25,7 +25,8 @@ export interface ReleaseWrite {
 // SPUBLISH the release still succeeds and waiters poll.
 // KEYS: lock [, written key]. ARGV: token [, payload, ttl ms]; a written key without a payload
 // is deleted.
-const RELEASE = luaScript(`
+const RELEASE = luaScript(
+  `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
@@ -39,7 +40,18 @@ end
 local deleted = redis.call('DEL', KEYS[1])
 pcall(redis.call, 'SPUBLISH', KEYS[1], ARGV[1])
 return deleted
-`);
+`,
+  (redis, [lock, written], [token, payload, ms]) => {
+    if (redis.get(lock!) !== token) return 0;
+    if (written !== undefined) {
+      if (payload !== undefined) redis.set(written, payload, 'PX', ms!);
+      else redis.del(written);
+    }
+    const deleted = redis.del(lock!);
+    redis.spublish(lock!, token!);
+    return deleted;
+  },
+);
 
 /**
  * Deletes `lockKey` only while it still holds `token` and, when it did, applies `write` (if given)

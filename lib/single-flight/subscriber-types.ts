@@ -22,7 +22,8 @@ export interface SubscriberConnection {
 
 /**
  * A client the subscriber can copy: ioredis `Redis.duplicate(overrides)` or
- * `Cluster.duplicate(startupNodes, overrides)`; `isCluster` tells them apart.
+ * `Cluster.duplicate(startupNodes, overrides)`, `isCluster` telling them apart; or a node-redis
+ * client or cluster through its adapter (`nodeRedisClient`), whose `duplicate()` ignores them.
  *
  * @example
  * ```ts

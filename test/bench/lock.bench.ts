@@ -4,7 +4,9 @@ import { ExecutionError, Redlock } from '@sesamecare-oss/redlock';
 import type { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import { createLock, IoredisAdapter, LockAcquisitionError } from 'redlock-universal';
+import { createClient } from 'redis';
 import { RedisLockService } from '../../lib/index.js';
+import type { NodeRedisConnection } from '../../lib/redis/node-redis-client.js';
 import {
   collectGarbage,
   concat,
@@ -60,11 +62,13 @@ const serviceStrategy = (
 
 /**
  * The peers and us, all on `client`, every one without retries or waiting. With `autoPipelined`
- * (a client made with `enableAutoPipelining: true`), one more row: our service on that client.
+ * (a client made with `enableAutoPipelining: true`), one more row: our service on that client;
+ * with `nodeRedis` (a node-redis 6 client on the same server), one more: our service on it.
  */
 export async function lockStrategies(
   client: Redis,
   autoPipelined?: Redis,
+  nodeRedis?: NodeRedisConnection,
 ): Promise<LockStrategy[]> {
   await client.script('LOAD', COMPARE_AND_DELETE.source);
   let next = 0;
@@ -100,6 +104,21 @@ export async function lockStrategies(
         ),
       ]
     : [];
+  // node-redis writes the commands of one event-loop turn together by itself; the service sends
+  // each command as it comes.
+  const onNodeRedis = nodeRedis
+    ? [
+        serviceStrategy(
+          'RedisLockService, node-redis 6',
+          'reference',
+          new RedisLockService({
+            redis: nodeRedis,
+            namespace: 'bench:node-redis:',
+            ttl: TTL_MS / 1000,
+          }),
+        ),
+      ]
+    : [];
   const redlock = new Redlock([client], { retryCount: 0 });
   const adapter = new IoredisAdapter(client);
   const universal = (mode: 'standard' | 'lean'): LockStrategy => ({
@@ -130,6 +149,7 @@ export async function lockStrategies(
     serviceStrategy('RedisLockService', 'ours', ours),
     serviceStrategy('RedisLockService, unbatched', 'reference', unbatched),
     ...autoPipelining,
+    ...onNodeRedis,
     {
       // The least a safe lock can do: the floor's SET, and a compare-and-delete script in place
       // of DEL (without the key hashing, token and result checks of a library).
@@ -239,7 +259,10 @@ export const lockSection: BenchSection = {
     const client = redis.client();
     const admin = redis.client();
     const autoPipelined = redis.client({ enableAutoPipelining: true });
-    const strategies = (await lockStrategies(client, autoPipelined)).filter(
+    const nodeRedis = createClient({ url: redis.url });
+    nodeRedis.on('error', () => {});
+    await nodeRedis.connect();
+    const strategies = (await lockStrategies(client, autoPipelined, nodeRedis)).filter(
       (s) => s.kind === 'floor' || selected(context, s.name),
     );
     const scenarios: Scenario[] = [
@@ -255,7 +278,7 @@ export const lockSection: BenchSection = {
     const others = strategies.filter((s) => s !== floorStrategy);
     report.add(
       `## 1. Lock micro-benchmark\n\n` +
-        `Acquire+release pairs on one ioredis connection; each loop starts its next pair when the ` +
+        `Acquire+release pairs on one connection (ioredis, but for the node-redis row); each loop starts its next pair when the ` +
         `last one ends. ${rounds} rounds; in each, every strategy runs ${durationMs} ms with a ` +
         `floor run of ${durationMs} ms right before and right after it (the order of the ` +
         `strategies rotates every round). A strategy's ratio in a round is its throughput over the ` +
@@ -271,7 +294,9 @@ export const lockSection: BenchSection = {
         `unbatched row is RedisLockService on a client without pipeline(): every command sent ` +
         `as it comes, so its gap to our row is what batching gains or costs on this machine. The ` +
         `auto-pipelining row is RedisLockService on a connection of its own made with ioredis ` +
-        `\`enableAutoPipelining: true\`, where the service leaves batching to ioredis.\n`,
+        `\`enableAutoPipelining: true\`, where the service leaves batching to ioredis. The node-redis ` +
+        `row is RedisLockService on a node-redis 6 client (\`createClient()\`) of its own, on the ` +
+        `same server: node-redis writes the commands of one event-loop turn together.\n`,
     );
     for (const scenario of scenarios) {
       report.progress(`lock: ${scenario.name}`);
@@ -352,6 +377,7 @@ export const lockSection: BenchSection = {
     }
     client.disconnect();
     autoPipelined.disconnect();
+    nodeRedis.destroy();
     admin.disconnect();
   },
 };

@@ -1,5 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
+import { Redis as Valkey } from 'iovalkey';
+import { createClient, createCluster } from 'redis';
+import { createClient as createClient5, createCluster as createCluster5 } from 'redis5';
 import { describe, expect, it } from 'vitest';
 import {
   BufferLockConfigError,
@@ -72,11 +75,11 @@ describe('a client that sends every method name as a command', () => {
 });
 
 /**
- * A stand-in for a node-redis client (`createClient()` of the `redis` package, v4 and v5), with
- * the members that tell it apart: `isOpen` / `isReady` flags, `sendCommand`, `eval(script,
- * { keys, arguments })` of arity 2, `set(key, value, { NX, PX })`, sharded `sSubscribe`,
- * `duplicate`, `connect`, `quit`. The `redis` package is not installed here; every call is
- * recorded, so the test proves the lock never drives it.
+ * A client shaped like node-redis (`isOpen` / `isReady` flags, `sendCommand`, `eval(script,
+ * { keys, arguments })` of arity 2, `set(key, value, options)`, `sSubscribe`, `duplicate`,
+ * `connect`, `quit`) that lacks methods the lock calls on a node-redis client (`destroy`,
+ * `sUnsubscribe`): its `eval()` takes other arguments than the minimal interface's, so it is not
+ * driven either way. Every call is recorded, so the test proves the lock never drives it.
  */
 class NodeRedisLikeClient extends EventEmitter {
   readonly calls: string[] = [];
@@ -117,7 +120,7 @@ class NodeRedisLikeClient extends EventEmitter {
   }
 }
 
-describe('a node-redis client: not supported yet, refused instead of misused', () => {
+describe('a client shaped like node-redis without every method the lock calls: refused instead of misused', () => {
   it('new refuses it with redis_client_invalid, and it is sent nothing', () => {
     const client = new NodeRedisLikeClient();
     expect(client.eval.length).toBe(2);
@@ -164,5 +167,22 @@ describe('a node-redis client: not supported yet, refused instead of misused', (
   it('an ioredis client and a minimal eval() client are still taken', () => {
     expect(() => new RedisLockService({ redis: server.client() })).not.toThrow();
     expect(() => new RedisLockService({ redis: { eval: () => 1 } })).not.toThrow();
+  });
+});
+
+describe('clients recognised by their shape', () => {
+  it('a node-redis client and cluster (5 and 6) and an iovalkey client are taken by new and by the module, before they connect', () => {
+    const clients = [
+      createClient(),
+      createCluster({ rootNodes: [{ url: server.url }] }),
+      createClient5(),
+      createCluster5({ rootNodes: [{ url: server.url }] }),
+      new Valkey({ lazyConnect: true }),
+    ];
+    const messages = new BufferLockMessages();
+    for (const client of clients) {
+      expect(() => new RedisLockService({ redis: client, namespace: NS })).not.toThrow();
+      expect(() => resolveBufferLockOptions({ redis: client }, messages)).not.toThrow();
+    }
   });
 });

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { RedisScriptClient } from '../../lib/index.js';
 import { afterAll, beforeAll } from 'vitest';
 import { RedisLockService, type RedisLockOptions } from '../../lib/index.js';
+import type { ClientFamily, KeyInspector } from '../support/client-families.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 /** The Redis key the service locks for `key`: namespace, then hex MD5 of the key's UTF-8 bytes. */
@@ -51,8 +52,12 @@ export function failFastClient(server: RedisServer): Redis {
 
 export { commandStats } from '../support/command-stats.js';
 
-/** Polls Redis until `key` is gone; Redis, not a timer, says when the TTL ran out. */
-export async function untilExpired(admin: Redis, key: string, withinMs: number): Promise<void> {
+/** Polls until `key` is gone; Redis (or the in-memory keyspace), not a timer, says when the TTL ran out. */
+export async function untilExpired(
+  admin: Pick<KeyInspector, 'exists'>,
+  key: string,
+  withinMs: number,
+): Promise<void> {
   const deadline = Date.now() + withinMs;
   while ((await admin.exists(key)) === 1) {
     if (Date.now() > deadline) throw new Error(`${key} still exists after ${withinMs} ms`);
@@ -73,11 +78,19 @@ export function withRedisServer(ready: (server: RedisServer, admin: Redis) => vo
   afterAll(() => started?.stop());
 }
 
-/** Makes workers: each its own service and its own connection (as after a fork), in `namespace`. */
+/**
+ * Makes workers: each its own service and its own connection (as after a fork), in `namespace`,
+ * with a client of `family` (default: ioredis, whose clients `server.stop()` closes).
+ */
 export function lockWorkers(
   server: () => RedisServer,
   namespace: string,
+  family?: ClientFamily,
 ): (options?: Partial<RedisLockOptions>) => RedisLockService {
   return (options = {}) =>
-    new RedisLockService({ redis: () => server().client(), namespace, ...options });
+    new RedisLockService({
+      redis: family ? () => family.connect(server()) : () => server().client(),
+      namespace,
+      ...options,
+    });
 }

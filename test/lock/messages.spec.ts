@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import {
   BufferLockConfigError,
   LockError,
@@ -10,6 +10,7 @@ import {
   type RedisScriptClient,
 } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { LOCK_FAMILIES } from '../support/client-families.js';
 import { failFastClient, withRedisServer } from './lock-helpers.js';
 
 const NS = 'messages-spec:';
@@ -323,5 +324,50 @@ describe('messages: overrides (any characters, emoji included)', () => {
       '🔒 Redis client factory returned no client',
     );
     expect((await lock.release({} as LockGuard))[1]?.message).toBe('invalid lock guard');
+  });
+});
+
+describe.each(LOCK_FAMILIES)('messages: a real Redis error reply through $name', (family) => {
+  const ns = `${NS}${family.name}:`;
+  const connect = (): Promise<RedisLockService> =>
+    family.connect(server).then((client) => new RedisLockService({ redis: client, namespace: ns }));
+  afterAll(() => family.closeAll());
+
+  it('redis_lock_failed: an acquire while Redis is out of memory has the OOM reply in ERROR and cause', async () => {
+    const lock = await connect();
+    await admin.config('SET', 'maxmemory', '1');
+    let result: Awaited<ReturnType<RedisLockService['acquire']>>;
+    try {
+      result = await lock.acquire('out-of-memory');
+    } finally {
+      await admin.config('SET', 'maxmemory', '0');
+    }
+    const [guard, error] = result;
+    expect(guard).toBeUndefined();
+    expect(error?.code).toBe('redis_lock_failed');
+    expect((error!.cause as Error).message).toMatch(/^OOM command not allowed/);
+    expect(error!.message).toBe(`Redis lock failed: ${(error!.cause as Error).message}`);
+    expect(await admin.exists(lock.redisKey('out-of-memory'))).toBe(0);
+  });
+
+  it('redis_unlock_failed and redis_extend_failed: a lock key holding a hash gives WRONGTYPE, and the hash stays', async () => {
+    const lock = await connect();
+    const guard = { key: lock.redisKey('hash'), token: 't' };
+    await admin.hset(guard.key, 'field', 'value');
+    const [released, unlockError] = await lock.release(guard);
+    const [extended, extendError] = await lock.extend(guard);
+    expect([released, extended]).toEqual([false, false]);
+    for (const [error, text] of [
+      [unlockError, 'Redis unlock failed'],
+      [extendError, 'Redis lock extend failed'],
+    ] as const) {
+      expect((error!.cause as Error).message).toMatch(/^WRONGTYPE/);
+      expect(error!.message).toBe(`${text}: ${(error!.cause as Error).message}`);
+    }
+    expect([unlockError!.code, extendError!.code]).toEqual([
+      'redis_unlock_failed',
+      'redis_extend_failed',
+    ]);
+    expect(await admin.hget(guard.key, 'field')).toBe('value');
   });
 });

@@ -1,18 +1,21 @@
 import fc from 'fast-check';
-import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService, type LockGuard } from '../../lib/index.js';
 import { toMilliseconds } from '../../lib/options/seconds.js';
 import { LockModel, timed, type Interval } from '../support/lock-model.js';
+import {
+  BACKENDS,
+  inspectorFor,
+  type ClientFamily,
+  type KeyInspector,
+} from '../support/client-families.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { sleep } from './lock-helpers.js';
 
 let server: RedisServer;
-let admin: Redis;
 
 beforeAll(async () => {
   server = await startRedis();
-  admin = server.client();
 });
 afterAll(() => server.stop());
 
@@ -62,21 +65,48 @@ const command: fc.Arbitrary<Command> = fc.oneof(
 const ttls = fc.array(fc.constantFrom(0.15, 0.2, 0.3), { minLength: WORKERS, maxLength: WORKERS });
 
 /** How many results were checked against the model, and how many were too close to an expiry. */
-const tally = { checked: 0, uncertain: 0, runs: 0, expirations: 0, busy: 0, stale: 0 };
+interface Tally {
+  checked: number;
+  uncertain: number;
+  runs: number;
+  expirations: number;
+  busy: number;
+  stale: number;
+}
 
-async function runScenario(ttl: readonly number[], commands: readonly Command[]): Promise<void> {
-  const namespace = `model-spec:${++tally.runs}:`;
+/** Runs one scenario with a client of `family` per worker, counting into `tally`. */
+async function runScenario(
+  family: ClientFamily,
+  tally: Tally,
+  ttl: readonly number[],
+  commands: readonly Command[],
+): Promise<void> {
+  const namespace = `model-spec:${family.name}:${++tally.runs}:`;
   const services = ttl.map(
-    (t) => new RedisLockService({ redis: () => server.client(), namespace, ttl: t }),
+    (t) => new RedisLockService({ redis: () => family.connect(server), namespace, ttl: t }),
   );
+  try {
+    await runSteps(services, inspectorFor(family, server), tally, ttl, commands);
+  } finally {
+    await family.closeAll();
+  }
+}
+
+async function runSteps(
+  services: readonly RedisLockService[],
+  keys: KeyInspector,
+  tally: Tally,
+  ttl: readonly number[],
+  commands: readonly Command[],
+): Promise<void> {
   const guards = new Map<string, LockGuard[]>(KEYS.map((k) => [k, []]));
   const issued = new Set<string>();
   const model = new LockModel(MARGIN_MS);
   const rkeys = KEYS.map((k) => services[0]!.redisKey(k));
 
   const resync = async (rkey: string): Promise<void> => {
-    const [replies, at] = await timed(() => admin.multi().get(rkey).pttl(rkey).exec());
-    model.resync(rkey, replies![0]![1] as string | null, replies![1]![1] as number, at);
+    const [[value, pttl], at] = await timed(() => Promise.all([keys.get(rkey), keys.pttl(rkey)]));
+    model.resync(rkey, value, pttl, at);
   };
   const settle = async (rkey: string, at: Interval, check: () => void): Promise<void> => {
     if (model.state(rkey, at) === 'uncertain') {
@@ -142,7 +172,7 @@ async function runScenario(ttl: readonly number[], commands: readonly Command[])
     }
     // After every step, Redis holds exactly what the model says wherever the model is sure.
     for (const rkey of rkeys) {
-      const [value, at] = await timed(() => admin.get(rkey));
+      const [value, at] = await timed(() => keys.get(rkey));
       await settle(rkey, at, () => {
         expect(value).toBe(model.state(rkey, at) === 'held' ? model.token(rkey)! : null);
       });
@@ -151,17 +181,25 @@ async function runScenario(ttl: readonly number[], commands: readonly Command[])
   tally.expirations += model.expirations;
 }
 
-describe('the lock against a model: random acquires, releases and expiries by several workers', () => {
-  it('every result agrees with the model (acquire, release, expiry)', async () => {
-    await fc.assert(
-      fc.asyncProperty(ttls, fc.array(command, { minLength: 4, maxLength: 16 }), runScenario),
-      { numRuns: 30 },
-    );
-    // Not vacuous: most results were checked, not skipped as too close to an expiry.
-    expect(tally.checked).toBeGreaterThan(tally.uncertain * 2);
-    // Every kind of step happened: busy answers, expiries, and releases of stale or foreign guards.
-    expect(tally.busy).toBeGreaterThan(0);
-    expect(tally.expirations).toBeGreaterThan(0);
-    expect(tally.stale).toBeGreaterThan(0);
-  }, 120_000);
-});
+describe.each(BACKENDS)(
+  'the lock through $name against a model: random acquires, releases and expiries by several workers',
+  (family) => {
+    it('every result agrees with the model (acquire, release, expiry)', async () => {
+      const tally: Tally = { checked: 0, uncertain: 0, runs: 0, expirations: 0, busy: 0, stale: 0 };
+      await fc.assert(
+        fc.asyncProperty(
+          ttls,
+          fc.array(command, { minLength: 4, maxLength: 16 }),
+          (ttl, commands) => runScenario(family, tally, ttl, commands),
+        ),
+        { numRuns: 30 },
+      );
+      // Not vacuous: most results were checked, not skipped as too close to an expiry.
+      expect(tally.checked).toBeGreaterThan(tally.uncertain * 2);
+      // Every kind of step happened: busy answers, expiries, and releases of stale or foreign guards.
+      expect(tally.busy).toBeGreaterThan(0);
+      expect(tally.expirations).toBeGreaterThan(0);
+      expect(tally.stale).toBeGreaterThan(0);
+    }, 120_000);
+  },
+);

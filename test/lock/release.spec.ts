@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockError, RedisLockService, type LockGuard } from '../../lib/index.js';
+import { BACKENDS, inspectorFor, type KeyInspector } from '../support/client-families.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { collectEscapes, settle } from '../support/escapes.js';
 import {
@@ -18,21 +19,30 @@ let admin: Redis;
 withRedisServer((s, a) => ((server = s), (admin = a)));
 
 /** One worker: its own service and its own connection, as after a fork. */
-const worker = lockWorkers(() => server, NS);
+const ioredisWorker = lockWorkers(() => server, NS);
 
 /** A getter or trap that throws. */
 const boom = (): never => {
   throw new Error('read me not');
 };
 
-describe('release', () => {
+describe.each(BACKENDS)('release through $name', (family) => {
+  // Each family its own keys: what one family's test holds is not another's.
+  const ns = `${NS}${family.name}:`;
+  /** One worker: its own service and its own client of the family, as after a fork. */
+  const worker = lockWorkers(() => server, ns, family);
+  afterAll(() => family.closeAll());
+  /** The keys the family's clients see: through an admin connection, or in the in-memory keyspace. */
+  let keys: KeyInspector;
+  beforeAll(() => void (keys = inspectorFor(family, server)));
+
   describe('the holder’s guard: release deletes the key and returns (true, undefined)', () => {
     it('deletes the key and returns (true, undefined)', async () => {
       const lock = worker();
       const [guard] = await lock.acquire('mine');
-      expect(await admin.get(guard!.key)).toBe(guard!.token);
+      expect(await keys.get(guard!.key)).toBe(guard!.token);
       expect(await lock.release(guard!)).toEqual([true, undefined]);
-      expect(await admin.exists(guard!.key)).toBe(0);
+      expect(await keys.exists(guard!.key)).toBe(0);
     });
 
     it('the key is free again: another worker can take it at once', async () => {
@@ -41,7 +51,7 @@ describe('release', () => {
       expect(await b.acquire('handover')).toEqual([undefined, undefined]);
       await a.release(guard!);
       const [next] = await b.acquire('handover');
-      expect(await admin.get(guard!.key)).toBe(next!.token);
+      expect(await keys.get(guard!.key)).toBe(next!.token);
     });
 
     it('deletes only its own key', async () => {
@@ -49,14 +59,14 @@ describe('release', () => {
       const [mine] = await lock.acquire('one-of-two');
       const [theirs] = await lock.acquire('two-of-two');
       await lock.release(mine!);
-      expect(await admin.get(theirs!.key)).toBe(theirs!.token);
+      expect(await keys.get(theirs!.key)).toBe(theirs!.token);
     });
 
     it('a guard works with any instance on the same namespace (it is plain data)', async () => {
       const [guard] = await worker().acquire('portable');
       const copy: LockGuard = JSON.parse(JSON.stringify(guard)) as LockGuard;
       expect(await worker().release(copy)).toEqual([true, undefined]);
-      expect(await admin.exists(guard!.key)).toBe(0);
+      expect(await keys.exists(guard!.key)).toBe(0);
     });
   });
 
@@ -64,26 +74,26 @@ describe('release', () => {
     it('after expiry and a retake by another worker, the old guard deletes nothing', async () => {
       const [a, b] = [worker({ ttl: 0.2 }), worker({ ttl: 30 })];
       const [old] = await a.acquire('retaken');
-      await untilExpired(admin, old!.key, 5000);
+      await untilExpired(keys, old!.key, 5000);
       const [current] = await b.acquire('retaken');
       expect(current).toBeDefined();
       expect(await a.release(old!)).toEqual([true, undefined]);
-      expect(await admin.get(old!.key)).toBe(current!.token);
-      expect(await admin.pttl(old!.key)).toBeGreaterThan(20_000);
+      expect(await keys.get(old!.key)).toBe(current!.token);
+      expect(await keys.pttl(old!.key)).toBeGreaterThan(20_000);
     });
 
     it('a forged guard with the right key and a wrong token deletes nothing', async () => {
       const [guard] = await worker().acquire('forged');
       const forged: LockGuard = { key: guard!.key, token: 'x'.repeat(32) };
       expect(await worker().release(forged)).toEqual([true, undefined]);
-      expect(await admin.get(guard!.key)).toBe(guard!.token);
+      expect(await keys.get(guard!.key)).toBe(guard!.token);
     });
 
     it('a key set by anything else in Redis is never deleted', async () => {
-      await admin.set(rkey(NS, 'foreign'), 'their-value');
-      const guard: LockGuard = { key: rkey(NS, 'foreign'), token: 'their-value-not' };
+      await keys.set(rkey(ns, 'foreign'), 'their-value');
+      const guard: LockGuard = { key: rkey(ns, 'foreign'), token: 'their-value-not' };
       expect(await worker().release(guard)).toEqual([true, undefined]);
-      expect(await admin.get(rkey(NS, 'foreign'))).toBe('their-value');
+      expect(await keys.get(rkey(ns, 'foreign'))).toBe('their-value');
     });
   });
 
@@ -91,9 +101,9 @@ describe('release', () => {
     it('release after expiry with nobody holding the key', async () => {
       const lock = worker({ ttl: 0.2 });
       const [guard] = await lock.acquire('expired');
-      await untilExpired(admin, guard!.key, 5000);
+      await untilExpired(keys, guard!.key, 5000);
       expect(await lock.release(guard!)).toEqual([true, undefined]);
-      expect(await admin.exists(guard!.key)).toBe(0);
+      expect(await keys.exists(guard!.key)).toBe(0);
     });
 
     it('a second release of the same guard', async () => {
@@ -137,7 +147,7 @@ describe('release', () => {
       [
         'a getter on token that throws',
         () => ({
-          key: `${NS}k`,
+          key: `${ns}k`,
           get token(): string {
             return boom();
           },
@@ -172,7 +182,7 @@ describe('release', () => {
           message: 'invalid lock guard',
         });
       }
-      expect(await admin.get(held!.key)).toBe(held!.token);
+      expect(await keys.get(held!.key)).toBe(held!.token);
       await lock.release(held!);
       await settle();
       expect(escaped).toEqual([]);
@@ -189,29 +199,32 @@ describe('release', () => {
         token: held!.token,
       };
       expect(await lock.release(shifting as LockGuard)).toEqual([true, undefined]);
-      expect(await admin.exists(held!.key)).toBe(0);
+      expect(await keys.exists(held!.key)).toBe(0);
     });
   });
 
   describe('a guard for a key outside the namespace: (false, redis_invalid_guard), nothing touched', () => {
     it('a forged guard carrying a data key and its value neither deletes it nor sets its TTL', async () => {
-      await admin.set('some:data:key', 'precious');
+      await keys.set('some:data:key', 'precious');
       const forged: LockGuard = { key: 'some:data:key', token: 'precious' };
       const lock = worker();
       for (const [ok, error] of [await lock.release(forged), await lock.extend(forged, 1)]) {
         expect(ok).toBe(false);
         expect(error).toMatchObject({ code: 'redis_invalid_guard', message: 'invalid lock guard' });
       }
-      expect(await admin.get('some:data:key')).toBe('precious');
-      expect(await admin.pttl('some:data:key')).toBe(-1);
+      expect(await keys.get('some:data:key')).toBe('precious');
+      expect(await keys.pttl('some:data:key')).toBe(-1);
     });
 
     it('a guard of another namespace is refused; its own service releases it', async () => {
-      const other = new RedisLockService({ redis: () => server.client(), namespace: 'other-ns:' });
+      const other = new RedisLockService({
+        redis: () => family.connect(server),
+        namespace: 'other-ns:',
+      });
       const [guard] = await other.acquire('theirs');
       expect((await worker().release(guard!))[1]?.code).toBe('redis_invalid_guard');
       expect((await worker().extend(guard!))[1]?.code).toBe('redis_invalid_guard');
-      expect(await admin.get(guard!.key)).toBe(guard!.token);
+      expect(await keys.get(guard!.key)).toBe(guard!.token);
       expect(await other.release(guard!)).toEqual([true, undefined]);
     });
 
@@ -227,42 +240,42 @@ describe('release', () => {
         }
       }
       for (const Lock of [Before, Around]) {
-        const lock = new Lock({ redis: () => server.client(), namespace: NS });
+        const lock = new Lock({ redis: () => family.connect(server), namespace: ns });
         const [guard] = await lock.acquire('tagged');
         expect(await lock.extend(guard!)).toEqual([true, undefined]);
         expect(await lock.release(guard!)).toEqual([true, undefined]);
-        expect(await admin.exists(guard!.key)).toBe(0);
+        expect(await keys.exists(guard!.key)).toBe(0);
       }
     });
   });
+});
 
-  describe('Redis unreachable: (false, redis_unlock_failed), and the lock stays until its TTL', () => {
-    it('a factory that throws', async () => {
-      const [guard] = await worker().acquire('stays');
-      const lock = new RedisLockService({
-        redis: () => {
-          throw new Error('connection refused');
-        },
-        namespace: NS,
-      });
-      const [ok, error] = await lock.release(guard!);
-      expect(ok).toBe(false);
-      expect(error?.code).toBe('redis_unlock_failed');
-      expect(error?.message).toBe('Redis unlock failed: connection refused');
-      expect(await admin.get(guard!.key)).toBe(guard!.token);
+describe('release when Redis is unreachable: (false, redis_unlock_failed), and the lock stays until its TTL', () => {
+  it('a factory that throws', async () => {
+    const [guard] = await ioredisWorker().acquire('stays');
+    const lock = new RedisLockService({
+      redis: () => {
+        throw new Error('connection refused');
+      },
+      namespace: NS,
     });
+    const [ok, error] = await lock.release(guard!);
+    expect(ok).toBe(false);
+    expect(error?.code).toBe('redis_unlock_failed');
+    expect(error?.message).toBe('Redis unlock failed: connection refused');
+    expect(await admin.get(guard!.key)).toBe(guard!.token);
+  });
 
-    it('a stopped server', async () => {
-      const down = await startRedis();
-      const client = failFastClient(down);
-      const lock = new RedisLockService({ redis: client, namespace: NS });
-      const [guard] = await lock.acquire('server-goes-away');
-      expect(guard).toBeDefined();
-      await down.stop();
-      const [ok, error] = await lock.release(guard!);
-      expect(ok).toBe(false);
-      expect(error?.code).toBe('redis_unlock_failed');
-      expect(error!.message).toBe(`Redis unlock failed: ${(error!.cause as Error).message}`);
-    });
+  it('a stopped server', async () => {
+    const down = await startRedis();
+    const client = failFastClient(down);
+    const lock = new RedisLockService({ redis: client, namespace: NS });
+    const [guard] = await lock.acquire('server-goes-away');
+    expect(guard).toBeDefined();
+    await down.stop();
+    const [ok, error] = await lock.release(guard!);
+    expect(ok).toBe(false);
+    expect(error?.code).toBe('redis_unlock_failed');
+    expect(error!.message).toBe(`Redis unlock failed: ${(error!.cause as Error).message}`);
   });
 });

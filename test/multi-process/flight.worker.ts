@@ -2,15 +2,17 @@
  * A worker process of test/multi-process/single-flight.spec.ts: a Nest application context with
  * BufferLockModule (share: true, fencing: true) and a @SingleFlight method, driven over IPC.
  * Environment: REDIS_URL (standalone) or CLUSTER_PORTS (comma separated, a Cluster), NS, TTL,
- * LOCK_TIMEOUT.
+ * LOCK_TIMEOUT, and BUFFER_LOCK_CLIENT_FAMILY: the client family of a standalone Redis (default
+ * ioredis; see test/support/client-families.ts).
  */
 /* oxlint-disable typescript/no-extraneous-class -- Nest modules are empty classes with metadata */
 import 'reflect-metadata';
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { Cluster, Redis } from 'ioredis';
+import { Cluster } from 'ioredis';
 import { BufferLockModule, RedisLockService, SingleFlight } from '../../lib/index.js';
 import { ACQUIRE_KEY } from '../../lib/lock/redis-lock.service.js';
+import { FAMILY_ENV, lockFamily } from '../support/client-families.js';
 import type { Built, Command, Reply } from './flight.protocol.js';
 
 const send = (reply: Reply): void => void process.send!(reply);
@@ -48,7 +50,10 @@ class Builder {
 const ports = process.env['CLUSTER_PORTS']?.split(',').map(Number);
 const redis = ports
   ? () => new Cluster(ports.map((port) => ({ host: '127.0.0.1', port })))
-  : () => new Redis(process.env['REDIS_URL']!);
+  : () =>
+      lockFamily(process.env[FAMILY_ENV]).connect({
+        port: Number(new URL(process.env['REDIS_URL']!).port),
+      });
 
 @Module({
   imports: [

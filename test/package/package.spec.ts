@@ -36,6 +36,8 @@ let packed: PackResult;
 let appDir: string;
 /** The same app without the optional peer @nestjs/terminus installed. */
 let bareDir: string;
+/** The same app without ioredis (nor iovalkey, its fork): node-redis is its client. */
+let noIoredisDir: string;
 let server: RedisServer;
 
 /** Newest modification time of the files under `dir`, in ms. */
@@ -88,7 +90,9 @@ function installApp(tarball: string, name = 'app', without: readonly string[] = 
     mkdirSync(dirname(link), { recursive: true });
     symlinkSync(source, link, 'dir');
   }
-  copyFileSync(join(root, 'test/package/app/main.cjs'), join(app, 'main.cjs'));
+  for (const script of ['main.cjs', 'without-ioredis.cjs']) {
+    copyFileSync(join(root, 'test/package/app', script), join(app, script));
+  }
   return app;
 }
 
@@ -103,6 +107,10 @@ beforeAll(async () => {
   [packed] = JSON.parse(out) as PackResult[];
   appDir = installApp(join(workDir, packed.filename));
   bareDir = installApp(join(workDir, packed.filename), 'bare-app', ['@nestjs/terminus']);
+  noIoredisDir = installApp(join(workDir, packed.filename), 'no-ioredis-app', [
+    'ioredis',
+    'iovalkey',
+  ]);
   server = await startRedis();
 }, 120_000);
 
@@ -241,6 +249,31 @@ describe('an app without the optional peer @nestjs/terminus', () => {
     expect(JSON.parse(result.stdout.trim())).toEqual({
       exports: Object.keys(api).length,
       terminus: 'ERR_MODULE_NOT_FOUND true',
+    });
+  });
+});
+
+describe('a CommonJS app that installs the tarball without ioredis', () => {
+  it('loads the library, locks through a node-redis client, an eval()-only client and memory:// (logging its start-up line), and a client by URL fails with redis_client_missing', () => {
+    const flags = process.features.require_module ? [] : ['--experimental-require-module'];
+    const result = spawnSync(process.execPath, [...flags, 'without-ioredis.cjs'], {
+      cwd: noIoredisDir,
+      env: { ...process.env, REDIS_URL: server.url, NODE_OPTIONS: '' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(result.stderr, 'the app failed or warned').toBe('');
+    expect(result.status).toBe(0);
+    const missing = api.ENGLISH_MESSAGES.redis_client_missing;
+    expect(JSON.parse(result.stdout.trim())).toEqual({
+      ioredisFound: false,
+      nodeRedis: true,
+      scripts: true,
+      memory: true,
+      logged: [api.ENGLISH_MESSAGES.memory_backend],
+      missing: { code: 'redis_client_missing', message: `Redis lock failed: ${missing}` },
+      direct: { code: 'redis_client_missing', message: missing },
+      keysLeft: 0,
     });
   });
 });

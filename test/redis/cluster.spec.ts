@@ -7,6 +7,9 @@ import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
 import { ReleaseSubscriber } from '../../lib/single-flight/release-subscriber.js';
 import { LockWatchdog } from '../../lib/single-flight/watchdog.js';
+import type { LockClient } from '../../lib/options/redis-lock.options.js';
+import type { DuplicableClient } from '../../lib/single-flight/subscriber-types.js';
+import { CLUSTER_FAMILIES } from '../support/client-families.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 
 // Every script names all the keys it touches in KEYS (lock, counter, result, release channel), in
@@ -41,106 +44,129 @@ async function shardSubscribers(channel: string): Promise<number> {
   return Number(reply[1]);
 }
 
-describe('cluster: acquire, extend and release with SPUBLISH (no CROSSSLOT)', () => {
-  it('runs on every master', async () => {
-    const lock = new RedisLockService({ redis: client, namespace: 'cl:lock:' });
-    expect((await mastersOf(CACHE_KEYS.map((k) => lock.redisKey(k)))).size).toBe(3);
-    for (const key of CACHE_KEYS) {
-      const [guard, error] = await lock.acquire(key);
-      expect(error).toBeUndefined();
-      expect(await lock.acquire(key)).toEqual([undefined, undefined]);
-      expect(await lock.extend(guard!, 30)).toEqual([true, undefined]);
-      expect(await lock.release(guard!)).toEqual([true, undefined]);
-    }
-  });
-});
+describe.each(CLUSTER_FAMILIES)('cluster, through $name', (family) => {
+  const connect = (): Promise<LockClient> => family.connect(cluster);
+  afterAll(() => family.closeAll());
 
-describe('cluster: fencing', () => {
-  it('numbers strictly increase across clients, on every master', async () => {
-    const workers = [client, cluster.client(), cluster.client()].map(
-      (redis) => new RedisLockService({ redis, namespace: 'cl:fence:', fencing: true }),
-    );
-    for (const key of CACHE_KEYS.slice(0, 10)) {
-      const fences: number[] = [];
-      for (let round = 0; round < 6; round++) {
-        const results = await Promise.all(workers.map((w) => w.acquire(key)));
-        const winners = results.filter(([g, e]) => g !== undefined && e === undefined);
-        expect(winners).toHaveLength(1);
-        fences.push(winners[0]![0]!.fence!);
-        await workers[0]!.release(winners[0]![0]!);
-      }
-      expect(fences).toEqual([1, 2, 3, 4, 5, 6]);
-      expect(await client.get(fenceKey(workers[0]!.redisKey(key)))).toBe('6');
-    }
-  });
-});
-
-describe('cluster: shared result', () => {
-  it('the leader stores and a waiter reads, for locks on every master', async () => {
-    const lock = new RedisLockService({ redis: client, namespace: 'cl:share:' });
-    const results = new SharedResultStore({ client, ttl: 30 });
-    for (const key of CACHE_KEYS) {
-      const [guard] = await lock.acquire(key);
-      expect(await results.storeAndRelease(guard!, results.serialize({ key }, key))).toEqual([
-        true,
-        undefined,
-      ]);
-      await lock.release(guard!);
-      expect(await results.read(lock.redisKey(key), key)).toEqual({
-        status: 'hit',
-        value: { key },
+  describe('acquire, extend and release with SPUBLISH (no CROSSSLOT)', () => {
+    it('runs on every master', async () => {
+      const lock = new RedisLockService({
+        redis: await connect(),
+        namespace: `cl:lock:${family.name}:`,
       });
-      expect(await client.exists(resultKey(guard!.key))).toBe(1);
-    }
-  });
-});
-
-describe('cluster: wake on release through sharded pub/sub', () => {
-  it('waiters on locks spread over all masters wake on release', async () => {
-    const lock = new RedisLockService({ redis: client, namespace: 'cl:wake:', ttl: 60 });
-    const subscriber = new ReleaseSubscriber(client, { idleMs: 0 });
-    const strategy = new PubSubWaitStrategy({ client, subscriber });
-    const guards = await Promise.all(CACHE_KEYS.map(async (k) => (await lock.acquire(k))[0]!));
-    const order: string[] = [];
-    const waits = guards.map((g, i) =>
-      strategy.waitForRelease(g.key, Date.now() + 60_000).then(() => order.push(`w${i}`)),
-    );
-    // Wait until every channel is subscribed on its shard before releasing.
-    for (const g of guards) {
-      while ((await shardSubscribers(releaseChannel(g.key))) !== 1) {
-        await new Promise((r) => setTimeout(r, 20));
+      expect((await mastersOf(CACHE_KEYS.map((k) => lock.redisKey(k)))).size).toBe(3);
+      for (const key of CACHE_KEYS) {
+        const [guard, error] = await lock.acquire(key);
+        expect(error).toBeUndefined();
+        expect(await lock.acquire(key)).toEqual([undefined, undefined]);
+        expect(await lock.extend(guard!, 30)).toEqual([true, undefined]);
+        expect(await lock.release(guard!)).toEqual([true, undefined]);
       }
-    }
-    order.push('release');
-    for (const g of guards) await lock.release(g);
-    await Promise.all(waits);
-    expect(order[0]).toBe('release');
-    expect(order).toHaveLength(CACHE_KEYS.length + 1);
-    expect(subscriber.connectionCount).toBe(1);
-    // Nothing waits any more: every shard subscription is gone.
-    for (const g of guards) {
-      while ((await shardSubscribers(releaseChannel(g.key))) !== 0) {
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    }
-    expect(subscriber.connected).toBe(false);
+    });
   });
-});
 
-describe('cluster: watchdog', () => {
-  it('extends a lock on the cluster through the service', async () => {
-    const lock = new RedisLockService({ redis: client, namespace: 'cl:wd:' });
-    const [guard] = await lock.acquire('k', 0.3);
-    const watchdog = new LockWatchdog({ lock, guard: guard!, ttl: 0.3 }).start();
-    let extensions = 0;
-    await new Promise<void>((resolve) =>
-      watchdog.on('extended', () => {
-        if (++extensions === 3) resolve();
-      }),
-    );
-    watchdog.stop();
-    expect(await client.get(guard!.key)).toBe(guard!.token);
-    await lock.release(guard!);
+  describe('fencing', () => {
+    it('numbers strictly increase across clients, on every master', async () => {
+      const clients = [await connect(), await connect(), await connect()];
+      const workers = clients.map(
+        (redis) =>
+          new RedisLockService({ redis, namespace: `cl:fence:${family.name}:`, fencing: true }),
+      );
+      for (const key of CACHE_KEYS.slice(0, 10)) {
+        const fences: number[] = [];
+        for (let round = 0; round < 6; round++) {
+          const results = await Promise.all(workers.map((w) => w.acquire(key)));
+          const winners = results.filter(([g, e]) => g !== undefined && e === undefined);
+          expect(winners).toHaveLength(1);
+          fences.push(winners[0]![0]!.fence!);
+          await workers[0]!.release(winners[0]![0]!);
+        }
+        expect(fences).toEqual([1, 2, 3, 4, 5, 6]);
+        expect(await client.get(fenceKey(workers[0]!.redisKey(key)))).toBe('6');
+      }
+    });
+  });
+
+  describe('shared result', () => {
+    it('the leader stores and a waiter reads, for locks on every master', async () => {
+      const lock = new RedisLockService({
+        redis: await connect(),
+        namespace: `cl:share:${family.name}:`,
+      });
+      const results = new SharedResultStore({ client: () => lock.getClient(), ttl: 30 });
+      for (const key of CACHE_KEYS) {
+        const [guard] = await lock.acquire(key);
+        expect(await results.storeAndRelease(guard!, results.serialize({ key }, key))).toEqual([
+          true,
+          undefined,
+        ]);
+        await lock.release(guard!);
+        expect(await results.read(lock.redisKey(key), key)).toEqual({
+          status: 'hit',
+          value: { key },
+        });
+        expect(await client.exists(resultKey(guard!.key))).toBe(1);
+      }
+    });
+  });
+
+  describe('wake on release through sharded pub/sub', () => {
+    it('waiters on locks spread over all masters wake on release', async () => {
+      const lock = new RedisLockService({
+        redis: await connect(),
+        namespace: `cl:wake:${family.name}:`,
+        ttl: 60,
+      });
+      const lockClient = await lock.getClient();
+      const subscriber = new ReleaseSubscriber(lockClient as unknown as DuplicableClient, {
+        idleMs: 0,
+      });
+      const strategy = new PubSubWaitStrategy({ client: lockClient, subscriber });
+      const guards = await Promise.all(CACHE_KEYS.map(async (k) => (await lock.acquire(k))[0]!));
+      const order: string[] = [];
+      const waits = guards.map((g, i) =>
+        strategy.waitForRelease(g.key, Date.now() + 60_000).then(() => order.push(`w${i}`)),
+      );
+      // Wait until every channel is subscribed on its shard before releasing.
+      for (const g of guards) {
+        while ((await shardSubscribers(releaseChannel(g.key))) !== 1) {
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
+      order.push('release');
+      for (const g of guards) await lock.release(g);
+      await Promise.all(waits);
+      expect(order[0]).toBe('release');
+      expect(order).toHaveLength(CACHE_KEYS.length + 1);
+      expect(subscriber.connectionCount).toBe(1);
+      // Nothing waits any more: every shard subscription is gone.
+      for (const g of guards) {
+        while ((await shardSubscribers(releaseChannel(g.key))) !== 0) {
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }
+      expect(subscriber.connected).toBe(false);
+    });
+  });
+
+  describe('watchdog', () => {
+    it('extends a lock on the cluster through the service', async () => {
+      const lock = new RedisLockService({
+        redis: await connect(),
+        namespace: `cl:wd:${family.name}:`,
+      });
+      const [guard] = await lock.acquire('k', 0.3);
+      const watchdog = new LockWatchdog({ lock, guard: guard!, ttl: 0.3 }).start();
+      let extensions = 0;
+      await new Promise<void>((resolve) =>
+        watchdog.on('extended', () => {
+          if (++extensions === 3) resolve();
+        }),
+      );
+      watchdog.stop();
+      expect(await client.get(guard!.key)).toBe(guard!.token);
+      await lock.release(guard!);
+    });
   });
 });
 

@@ -1,0 +1,74 @@
+/**
+ * One expiry in the queue: `key` expires after epoch ms `at`.
+ *
+ * @example
+ * ```ts
+ * const expiry: Expiry = { key: 'buffer:lock:9a03', at: Date.now() + 60_000 };
+ * ```
+ */
+export interface Expiry {
+  readonly key: string;
+  readonly at: number;
+}
+
+/**
+ * The expiries of a keyspace in time order (a binary min-heap), so that keys nobody reads again
+ * are found when their time is past without scanning every key. A key set again keeps its older
+ * entries here; the keyspace skips those whose time is no longer the key's.
+ *
+ * @example
+ * ```ts
+ * const queue = new ExpiryQueue();
+ * queue.add('k', Date.now() + 100);
+ * for (let e = queue.takeDue(Date.now()); e; e = queue.takeDue(Date.now())) console.log(e.key);
+ * ```
+ */
+export class ExpiryQueue {
+  private heap: Expiry[] = [];
+
+  get size(): number {
+    return this.heap.length;
+  }
+
+  add(key: string, at: number): void {
+    const heap = this.heap;
+    heap.push({ key, at });
+    let i = heap.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (heap[parent]!.at <= heap[i]!.at) break;
+      [heap[parent], heap[i]] = [heap[i]!, heap[parent]!];
+      i = parent;
+    }
+  }
+
+  /** Takes out the earliest expiry when its time is before `now`; `undefined` when none is. */
+  takeDue(now: number): Expiry | undefined {
+    return this.heap.length > 0 && this.heap[0]!.at < now ? this.pop() : undefined;
+  }
+
+  clear(): void {
+    this.heap = [];
+  }
+
+  private pop(): Expiry {
+    const heap = this.heap;
+    const top = heap[0]!;
+    const last = heap.pop()!;
+    if (heap.length > 0) {
+      heap[0] = last;
+      let i = 0;
+      for (;;) {
+        const left = 2 * i + 1;
+        const right = left + 1;
+        let least = i;
+        if (left < heap.length && heap[left]!.at < heap[least]!.at) least = left;
+        if (right < heap.length && heap[right]!.at < heap[least]!.at) least = right;
+        if (least === i) break;
+        [heap[least], heap[i]] = [heap[i]!, heap[least]!];
+        i = least;
+      }
+    }
+    return top;
+  }
+}
