@@ -132,7 +132,13 @@ export class LockAdmission {
                 : lock[ACQUIRE_KEY](redisKey, settings.ttl)),
             );
       if (guard) return { kind: 'locked', guard };
-      if (error) return this.withoutRedis(cacheKey, settings, error);
+      // A waiter has seen a holder at work: Redis failing now (a restart, a dropped connection)
+      // is no reason to build beside it. It waits on, trying again, until the breaker opens or
+      // lockTimeout ends; only a caller that never saw the lock fails open at once.
+      if (error && (first || !REDIS_FAILURES.has(error.code) || !this.mayWaitOn(deadline))) {
+        return this.withoutRedis(cacheKey, settings, error);
+      }
+      if (error) continue;
       if (settings.onBusy === 'skip') return { kind: 'skipped' };
       if (settings.onBusy === 'throw') throw this.busy(cacheKey);
       if (Date.now() >= deadline) {
@@ -163,6 +169,11 @@ export class LockAdmission {
   /** The error of a `'throw'` caller that found the key busy. */
   busy(cacheKey: string): LockBusyError {
     return new LockBusyError(this.parts.messages.render('lock_busy'), cacheKey);
+  }
+
+  /** Whether a waiter whose retry failed for Redis trouble may wait on. */
+  private mayWaitOn(deadline: number): boolean {
+    return Date.now() < deadline && this.breaker?.state !== 'open';
   }
 
   /** What `acquire` gives while the breaker is open: Redis is not asked. */
