@@ -24,6 +24,7 @@ import { acquireFencedLock } from '../redis/fencing.js';
 import { releaseLock } from '../redis/release-lock.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
 import { createToken } from './tokens.js';
+import { UnsentReleases } from './unsent-releases.js';
 
 /**
  * The key and token of `value`, each read once, or `undefined` when it is no guard: not an
@@ -98,6 +99,8 @@ export class RedisLockService {
   private client: RedisScriptClient | undefined;
   /** The lock's own commands go through this: `client`, batched under load (batchingClient). */
   private commands: RedisScriptClient | undefined;
+  /** Releases behind failed acquires that wait for the connection to be back. */
+  private unsent: UnsentReleases | undefined;
   private connecting: Promise<void> | undefined;
 
   constructor(
@@ -181,7 +184,9 @@ export class RedisLockService {
       // A timed-out script may still run: a paused or slow server reads it from its socket later.
       // A release of this call's own token, sent right behind it, lets go of a lock taken that
       // late instead of leaving the key blocked until the TTL. Best effort; never another holder's.
-      releaseLock(client, guard.key, guard.token).catch(() => {});
+      // One that cannot go out either (the connection is down or broke) goes once it is back.
+      const ms = toMilliseconds(seconds);
+      releaseLock(client, guard.key, guard.token).catch(() => this.unsent?.add(guard, ms));
       return [undefined, this.failure('redis_lock_failed', error)];
     }
     if (answer === undefined || answer === null) return [undefined, this.error('redis_no_result')];
@@ -292,7 +297,9 @@ export class RedisLockService {
 
   private use(client: RedisScriptClient): void {
     this.client = client;
-    this.commands = batchingClient(client);
+    const commands = batchingClient(client);
+    this.commands = commands;
+    this.unsent = new UnsentReleases(client, () => commands);
   }
 
   /**

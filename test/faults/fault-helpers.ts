@@ -138,6 +138,8 @@ export interface LoadFigures {
   readonly maxLatencyMs: number;
   /** From the end of the fault to the start of the first run that held the lock again. */
   readonly relockMs: number;
+  /** The longest call: when it was made (from the fault's start), whether it held the lock, and how long it took to start the run. */
+  readonly slowest: string;
 }
 
 /** Sums up the calls of a load around a fault from `from` to `to`. */
@@ -145,7 +147,11 @@ export function loadFigures(all: readonly Call[], from: number, to: number): Loa
   const relocked = all.flatMap((c) =>
     c.value?.fence !== undefined && c.value.startedAt >= to ? [c.value.startedAt] : [],
   );
+  const slowest = all.reduce((a, b) =>
+    b.resolvedAt - b.calledAt > a.resolvedAt - a.calledAt ? b : a,
+  );
   return {
+    slowest: `${slowest.calledAt - from}ms:${slowest.value?.fence === undefined ? 'unlocked' : 'locked'}:admitted+${slowest.value ? slowest.value.startedAt - slowest.calledAt : '-'}ms`,
     calls: all.length,
     errors: all.filter((c) => c.error !== undefined).length,
     during: all.filter((c) => c.calledAt >= from && c.calledAt < to).length,

@@ -19,10 +19,10 @@ import {
  */
 
 const COMMAND_TIMEOUT = 400;
-const PAUSE_MS = 2000;
+const PAUSE_MS = 1500;
 /** Load before the pause, the pause, and after SIGCONT. */
-const BEFORE_MS = 400;
-const AFTER_MS = 1500;
+const BEFORE_MS = 300;
+const AFTER_MS = 1200;
 
 let server: RedisServer;
 let workers: FaultWorker[] = [];
@@ -53,7 +53,7 @@ describe('Redis paused (SIGSTOP) under load, on the fail-fast client', () => {
         prefix: `w${i}:`,
         loops: 4,
         durationMs: BEFORE_MS + PAUSE_MS + AFTER_MS,
-        gapMs: 5,
+        gapMs: 20,
       }),
     );
     await sleep(BEFORE_MS);

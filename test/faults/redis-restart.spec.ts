@@ -13,12 +13,12 @@ import {
 
 /**
  * Redis killed (SIGKILL) and started again on the same port while a stampede waits on one key:
- * 4 worker processes × 5 concurrent callers, a build of 1 s. The new server has no data, so the
+ * 3 worker processes × 5 concurrent callers, a build of 1 s. The new server has no data, so the
  * lock the holder took is gone: one waiter takes it again and builds (the one extra build), the
  * others wait for that build, and nobody waits for the whole lockTimeout.
  */
 
-const WORKERS = 4;
+const WORKERS = 3;
 const CALLERS = 5;
 const BUILD_MS = 1000;
 const TTL = 5;
