@@ -177,6 +177,10 @@ export class RedisLockService {
     } catch (error) {
       return [undefined, this.failure('redis_lock_failed', error)];
     }
+    const unsent = this.unsent!;
+    const releasing = unsent.sendIfConnected();
+    if (releasing) await releasing;
+    const wentOut = unsent.connected;
     try {
       const take = this.options.fencing ? acquireFencedLock : acquireLock;
       answer = await take(client, guard.key, guard.token, toMilliseconds(seconds));
@@ -184,9 +188,12 @@ export class RedisLockService {
       // A timed-out script may still run: a paused or slow server reads it from its socket later.
       // A release of this call's own token, sent right behind it, lets go of a lock taken that
       // late instead of leaving the key blocked until the TTL. Best effort; never another holder's.
-      // One that cannot go out either (the connection is down or broke) goes once it is back.
+      // One that cannot go out after an acquire that did (the connection broke since) goes ahead
+      // of the next acquire once the connection is back.
       const ms = toMilliseconds(seconds);
-      releaseLock(client, guard.key, guard.token).catch(() => this.unsent?.add(guard, ms));
+      releaseLock(client, guard.key, guard.token).catch(() => {
+        if (wentOut && !unsent.connected) unsent.add(guard, ms);
+      });
       return [undefined, this.failure('redis_lock_failed', error)];
     }
     if (answer === undefined || answer === null) return [undefined, this.error('redis_no_result')];
@@ -299,7 +306,7 @@ export class RedisLockService {
     this.client = client;
     const commands = batchingClient(client);
     this.commands = commands;
-    this.unsent = new UnsentReleases(client, () => commands);
+    this.unsent = new UnsentReleases(client, commands);
   }
 
   /**

@@ -1,63 +1,61 @@
-import { isIoredisClient, type RedisScriptClient } from '../options/redis-lock.options.js';
+import type { RedisScriptClient } from '../options/redis-lock.options.js';
 import { releaseLock } from '../redis/release-lock.js';
 import type { LockGuard } from './lock-results.js';
-
-/** What a client that says when it is connected again has: ioredis's `'ready'` event. */
-interface ReadyEmitter {
-  once(event: 'ready', listener: () => void): unknown;
-}
-
-/**
- * An ioredis client (`Redis`, `Cluster`, or iovalkey's), which emits `'ready'`; not any object with
- * a `once` method: a Proxy that answers every property would send it as a command.
- */
-const emitsReady = (client: unknown): client is ReadyEmitter =>
-  isIoredisClient(client) && typeof (client as Partial<ReadyEmitter>).once === 'function';
 
 /** Most releases kept at once; more are dropped (their locks end by their TTL). */
 const MAX_KEPT = 10_000;
 
 /**
- * Releases that could not be sent behind a failed acquire because the connection was down or
- * broke (the acquire may have run, its reply lost with the connection): sent once the client is
- * ready again, for the locks whose TTL has not ended yet. One `'ready'` listener at a time,
- * whatever the number kept. A release compares the token, so it never touches another holder's
- * lock. Clients that emit no `'ready'` keep nothing: their locks end by their TTL.
+ * Releases that could not follow a failed acquire because the connection broke after the acquire
+ * went out (it may have run, its reply lost with the connection). They are sent ahead of the
+ * lock's next command once the client is connected again, for the locks whose TTL has not ended,
+ * so that a lock taken for nobody does not block its key for the whole TTL. A release compares
+ * the token: it never touches another holder's lock. Nothing is kept for a client that does not
+ * say whether it is connected (ioredis's `status`), and nothing waits in the background.
  *
  * @example
  * ```ts
- * const unsent = new UnsentReleases(client, () => commands);
- * releaseLock(commands, guard.key, guard.token).catch(() => unsent.add(guard, ttlMs));
+ * const unsent = new UnsentReleases(client, commands);
+ * await unsent.sendIfConnected(); // before the next acquire
+ * const wentOut = unsent.connected;
+ * // the acquire failed, and the release behind it could not go out:
+ * releaseLock(commands, guard.key, guard.token).catch(() => {
+ *   if (wentOut && !unsent.connected) unsent.add(guard, ttlMs);
+ * });
  * ```
  */
 export class UnsentReleases {
   /** Token → the guard and when its lock ends at the latest. */
   private readonly kept = new Map<string, { guard: LockGuard; until: number }>();
-  private listening = false;
 
   constructor(
-    private readonly emitter: unknown,
-    private readonly commands: () => RedisScriptClient,
+    private readonly client: RedisScriptClient,
+    private readonly commands: RedisScriptClient,
   ) {}
 
-  /** Keeps `guard`'s release for the next `'ready'`, for at most `ttlMs`. */
-  add(guard: LockGuard, ttlMs: number): void {
-    if (!emitsReady(this.emitter) || this.kept.size >= MAX_KEPT) return;
-    this.kept.set(guard.token, { guard, until: Date.now() + ttlMs });
-    if (this.listening) return;
-    this.listening = true;
-    this.emitter.once('ready', () => this.send());
+  /** Whether a command sent now goes out to Redis (ioredis `status` `'ready'`). */
+  get connected(): boolean {
+    return (this.client as { status?: unknown }).status === 'ready';
   }
 
-  private send(): void {
-    this.listening = false;
+  /** Keeps `guard`'s release, for at most `ttlMs`. */
+  add(guard: LockGuard, ttlMs: number): void {
+    if (this.kept.size < MAX_KEPT) this.kept.set(guard.token, { guard, until: Date.now() + ttlMs });
+  }
+
+  /**
+   * Sends the kept releases if the client is connected, and resolves once they are answered; call
+   * it before the lock's own commands. Nothing kept, or not connected: `undefined`, nothing to
+   * wait for.
+   */
+  sendIfConnected(): Promise<unknown> | undefined {
+    if (this.kept.size === 0 || !this.connected) return undefined;
     const now = Date.now();
-    const due = [...this.kept.values()];
+    const due = [...this.kept.values()].filter(({ until }) => until > now);
     this.kept.clear();
-    for (const { guard, until } of due) {
-      if (until <= now) continue;
-      // Best effort again: one that fails now is left to its TTL.
-      releaseLock(this.commands(), guard.key, guard.token).catch(() => {});
-    }
+    // Best effort again: one that fails now is left to its TTL.
+    return Promise.allSettled(
+      due.map(({ guard }) => releaseLock(this.commands, guard.key, guard.token)),
+    );
   }
 }

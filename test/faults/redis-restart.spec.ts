@@ -71,7 +71,8 @@ for (const [name, clientEnv] of clients) {
       const lastAnswer = Math.max(...all.map((c) => c.resolvedAt));
       const reacquired = workers
         .flatMap((w) => w.events)
-        .flatMap((e) => (e.event === 'acquired' && e.at >= answeringAt ? [e.at] : []));
+        .flatMap((e) => (e.event === 'acquired' && e.at >= killedAt ? [e.at] : []));
+      // Negative when a worker's client was back before the test's own PING saw the new server.
       const relock = Math.min(...reacquired) - answeringAt;
       figures(`redis SIGKILL+restart mid-stampede (${clientEnv['CLIENT'] ?? 'default'} client)`, {
         callers: all.length,
