@@ -29,6 +29,7 @@ import { acquireFencedLock } from '../redis/fencing.js';
 import { releaseLock } from '../redis/release-lock.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
 import { createToken } from './tokens.js';
+import { UnsentReleases } from './unsent-releases.js';
 
 /**
  * The key and token of `value`, each read once, or `undefined` when it is no guard: not an
@@ -105,6 +106,8 @@ export class RedisLockService {
   private client: RedisScriptClient | undefined;
   /** The lock's own commands go through this: `client`, batched under load (batchingClient). */
   private commands: RedisScriptClient | undefined;
+  /** Releases behind failed acquires that wait for the connection to be back. */
+  private unsent: UnsentReleases | undefined;
   private connecting: Promise<void> | undefined;
 
   constructor(
@@ -186,6 +189,10 @@ export class RedisLockService {
     } catch (error) {
       return [undefined, this.failure('redis_lock_failed', error)];
     }
+    const unsent = this.unsent!;
+    const releasing = unsent.sendIfConnected();
+    if (releasing) await releasing;
+    const wentOut = unsent.connected;
     try {
       const take = this.options.fencing ? acquireFencedLock : acquireLock;
       answer = await take(client, guard.key, guard.token, toMilliseconds(seconds));
@@ -193,7 +200,12 @@ export class RedisLockService {
       // A timed-out script may still run: a paused or slow server reads it from its socket later.
       // A release of this call's own token, sent right behind it, lets go of a lock taken that
       // late instead of leaving the key blocked until the TTL. Best effort; never another holder's.
-      releaseLock(client, guard.key, guard.token).catch(() => {});
+      // One that cannot go out after an acquire that did (the connection broke since) goes ahead
+      // of the next acquire once the connection is back.
+      const ms = toMilliseconds(seconds);
+      releaseLock(client, guard.key, guard.token).catch(() => {
+        if (wentOut && !unsent.connected) unsent.add(guard, ms);
+      });
       return [undefined, this.failure('redis_lock_failed', error)];
     }
     if (answer === undefined || answer === null) return [undefined, this.error('redis_no_result')];
@@ -308,7 +320,9 @@ export class RedisLockService {
     const client = isNodeRedisClient(given) ? nodeRedisClient(given) : (given as RedisScriptClient);
     this.client = client;
     // node-redis writes the commands of one event-loop turn together: no batching on top.
-    this.commands = batchingClient(client);
+    const commands = batchingClient(client);
+    this.commands = commands;
+    this.unsent = new UnsentReleases(client, commands);
   }
 
   /**

@@ -55,6 +55,10 @@ const REDIS_FAILURES: ReadonlySet<string> = new Set([
   'redis_no_result',
 ]);
 
+/** Whether a waiter whose next try failed with `error` waits on: Redis trouble, not bad input. */
+const mayWaitOn = (error: LockError): boolean =>
+  REDIS_FAILURES.has(error.code) || error.code === 'lock_breaker_skip';
+
 /**
  * Admission to a flight across processes, and the policy for Redis trouble. A call takes the
  * lock, or (busy) waits for its release, skips or throws, as `onBusy` says; a woken waiter reads
@@ -132,7 +136,13 @@ export class LockAdmission {
                 : lock[ACQUIRE_KEY](redisKey, settings.ttl)),
             );
       if (guard) return { kind: 'locked', guard };
-      if (error) return this.withoutRedis(cacheKey, settings, error);
+      // A waiter has seen a holder at work: Redis failing now (a restart, a dropped connection,
+      // the breaker opening) is no reason to build beside it. It waits on, trying again, until
+      // lockTimeout ends; only a caller that never saw the lock fails open at once.
+      if (error && (first || !mayWaitOn(error) || Date.now() >= deadline)) {
+        return this.withoutRedis(cacheKey, settings, error);
+      }
+      if (error) continue;
       if (settings.onBusy === 'skip') return { kind: 'skipped' };
       if (settings.onBusy === 'throw') throw this.busy(cacheKey);
       if (Date.now() >= deadline) {

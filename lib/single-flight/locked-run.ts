@@ -216,7 +216,7 @@ export class LockedRun {
         },
         fence: admission.guard.fence,
       },
-      done: () => watchdog.stop(),
+      done: () => watchdog.finish(),
     };
   }
 

@@ -130,6 +130,16 @@ export class LockWatchdog extends EventEmitter<{
     this.timer = undefined;
   }
 
+  /**
+   * Stops extending because the work ended. A lock not extended for a whole TTL by then (the event
+   * loop stalled past it, so no extension could run) has expired in Redis, and may be another's:
+   * it is reported lost, as the next extension would have found it.
+   */
+  finish(): void {
+    if (this.running && Date.now() - this.lastExtendedAt >= this.ttlMs) return this.lose('lost');
+    this.stop();
+  }
+
   private schedule(ms: number): void {
     // unref: the work the lock guards keeps the process alive, the watchdog alone must not.
     this.timer = setTimeout(() => void this.tick(), ms);

@@ -12,8 +12,15 @@ export type Result = Extract<Reply, { results: unknown }>;
 /** A command without its id (distributed over the union). */
 type Ask<C> = C extends unknown ? Omit<C, 'id'> : never;
 
-/** What every worker may send: that it is ready, that a build started, or an answer by id. */
-type AnyReply = { readonly ready: true } | { readonly started: string } | { readonly id: number };
+/**
+ * What every worker may send: that it is ready, that a build started, an answer by id, or
+ * something that happened (an event).
+ */
+type AnyReply =
+  | { readonly ready: true }
+  | { readonly started: string }
+  | { readonly id: number }
+  | { readonly event: string };
 
 /**
  * One worker process and its IPC. `C` and `R` are the commands and replies of its script
@@ -22,9 +29,12 @@ type AnyReply = { readonly ready: true } | { readonly started: string } | { read
 export class Worker<C extends { readonly id: number } = Command, R extends AnyReply = Reply> {
   private next = 0;
   readonly started: string[] = [];
+  /** The events the worker sent, in order. */
+  readonly events: Extract<R, { readonly event: string }>[] = [];
   private constructor(readonly process: ChildProcess) {
     process.on('message', (reply: AnyReply) => {
       if ('started' in reply) this.started.push(reply.started);
+      if ('event' in reply) this.events.push(reply as Extract<R, { readonly event: string }>);
     });
   }
 

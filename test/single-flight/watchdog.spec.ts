@@ -135,3 +135,41 @@ describe('watchdog: Redis unreachable for a whole TTL → lockLost(unreachable)'
     }
   });
 });
+
+describe('watchdog: finish() when the work ends', () => {
+  it('a lock extended on time: finish() just stops, nothing is lost', async () => {
+    const lock = new RedisLockService({ redis: server.client(), namespace: 'wd:finish:' });
+    const [guard] = await lock.acquire('k', 0.3);
+    const watchdog = new LockWatchdog({ lock, guard: guard!, ttl: 0.3 }).start();
+    const lost: LockLostEvent[] = [];
+    watchdog.on('lockLost', (e) => lost.push(e));
+    await once(watchdog, 'extended');
+    watchdog.finish();
+    expect(watchdog.active).toBe(false);
+    expect(lost).toEqual([]);
+    expect(watchdog.signal.aborted).toBe(false);
+    expect(await server.client().get(guard!.key)).toBe(guard!.token);
+  });
+
+  it('an event loop stalled past the TTL (no extension could run): finish() reports the lock lost', async () => {
+    const lock = new RedisLockService({ redis: server.client(), namespace: 'wd:stalled:' });
+    const [guard] = await lock.acquire('k', 0.2);
+    const called: LockLostEvent[] = [];
+    const watchdog = new LockWatchdog({
+      lock,
+      guard: guard!,
+      ttl: 0.2,
+      onLockLost: (e) => called.push(e),
+    }).start();
+    const lost: LockLostEvent[] = [];
+    watchdog.on('lockLost', (e) => lost.push(e));
+    // A synchronous build: no timer runs until it returns.
+    for (const until = Date.now() + 300; Date.now() < until;);
+    watchdog.finish();
+    expect(lost).toEqual([{ key: guard!.key, reason: 'lost', error: undefined }]);
+    expect(called).toEqual(lost);
+    expect(watchdog.signal.aborted).toBe(true);
+    expect(watchdog.active).toBe(false);
+    expect(await server.client().exists(guard!.key)).toBe(0);
+  });
+});

@@ -1,0 +1,100 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { startTcpProxy, type ProxyMode, type TcpProxy } from '../support/tcp-proxy.js';
+import {
+  calls,
+  compileWorkers,
+  figures,
+  loadFigures,
+  type LoadFigures,
+  sleep,
+  startWorkers,
+  type FaultWorker,
+} from './fault-helpers.js';
+
+/**
+ * A network partition between the workers and Redis: every connection goes through a TCP proxy
+ * that starts forwarding nothing either way (a blackhole), while the sockets stay open. The
+ * client sees no error and no close, only silence, until commandTimeout. 3 worker processes, each
+ * with 4 loops of @SingleFlight calls on keys of their own, on the module's fail-fast client.
+ */
+
+const COMMAND_TIMEOUT = 400;
+const FAULT_MS = 1500;
+const BEFORE_MS = 300;
+const AFTER_MS = 1200;
+
+let server: RedisServer;
+let proxy: TcpProxy;
+let workers: FaultWorker[] = [];
+beforeAll(async () => {
+  await compileWorkers();
+  server = await startRedis();
+  proxy = await startTcpProxy(server.port);
+  workers = await startWorkers(3, {
+    REDIS_URL: proxy.url,
+    NS: 'partition:',
+    TTL: '2',
+    LOCK_TIMEOUT: '1',
+    CLIENT: 'fail-fast',
+    COMMAND_TIMEOUT: String(COMMAND_TIMEOUT),
+  });
+}, 120_000);
+afterAll(async () => {
+  await Promise.all(workers.map((w) => w.stop()));
+  await proxy.close();
+  await server.stop();
+});
+
+/** Runs the load across a fault the proxy makes for FAULT_MS, then passes traffic again. */
+async function acrossFault(mode: ProxyMode, prefix: string): Promise<LoadFigures> {
+  const loads = workers.map((worker, i) =>
+    calls(worker, {
+      cmd: 'load',
+      prefix: `${prefix}${i}:`,
+      loops: 4,
+      durationMs: BEFORE_MS + FAULT_MS + AFTER_MS,
+      gapMs: 20,
+    }),
+  );
+  await sleep(BEFORE_MS);
+  const from = Date.now();
+  proxy.setMode(mode);
+  await sleep(FAULT_MS);
+  connectionsAtEnd = proxy.connections;
+  proxy.setMode({ kind: 'pass' });
+  const to = Date.now();
+  const all = (await Promise.all(loads)).flat();
+  const seen = loadFigures(all, from, to);
+  figures(`partition (${mode.kind}) ${FAULT_MS} ms (commandTimeout ${COMMAND_TIMEOUT} ms)`, {
+    ...seen,
+  });
+  return seen;
+}
+
+/** Connections through the proxy just before traffic passed again. */
+let connectionsAtEnd = 0;
+
+describe('a network partition through a TCP proxy, under load', () => {
+  it(`blackhole (sockets open, nothing forwarded): every call returns within commandTimeout (${COMMAND_TIMEOUT} ms) + 50 ms, and once traffic passes again the lock is used again within 1 s`, async () => {
+    const connections = proxy.connections;
+    const seen = await acrossFault({ kind: 'blackhole' }, 'blackhole:');
+    // Nothing was closed: the clients saw silence, not an error.
+    expect(connectionsAtEnd).toBeGreaterThanOrEqual(connections);
+    expect(seen.errors).toBe(0);
+    expect(seen.during).toBeGreaterThan(0);
+    expect(seen.maxLatencyMs).toBeLessThanOrEqual(COMMAND_TIMEOUT + 50);
+    expect(seen.relockMs).toBeLessThan(1000);
+  });
+
+  it(`cut (every socket destroyed, new ones refused): every call returns within commandTimeout (${COMMAND_TIMEOUT} ms) + 50 ms, and once connections are let through the lock is used again within ioredis's reconnect delay + 1 s`, async () => {
+    const seen = await acrossFault({ kind: 'cut' }, 'cut:');
+    expect(connectionsAtEnd).toBe(0);
+    expect(seen.errors).toBe(0);
+    expect(seen.during).toBeGreaterThan(0);
+    expect(seen.maxLatencyMs).toBeLessThanOrEqual(COMMAND_TIMEOUT + 50);
+    // The client reconnects by ioredis's retryStrategy, min(attempt × 50, 2000) ms apart: after a
+    // cut of FAULT_MS the next attempt is at most 400 ms away (attempts at 50, 150, 300, 500, …).
+    expect(seen.relockMs).toBeLessThan(1000 + 400);
+  });
+});
