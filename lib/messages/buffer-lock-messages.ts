@@ -29,6 +29,15 @@ export interface MessageSettings {
 
 const PLACEHOLDER = /\b[A-Z][A-Z_]*[A-Z]\b/g;
 
+/** `value` as text; one that cannot be made a string (no prototype, a throwing toString) by its tag. */
+const textOf = (value: unknown): string => {
+  try {
+    return String(value);
+  } catch {
+    return Object.prototype.toString.call(value);
+  }
+};
+
 /**
  * Renders every text the library emits: errors, log lines and HTTP error bodies. Texts are looked
  * up by message id in this order: `messages` overrides, the `locale`'s catalog, English.
@@ -66,7 +75,7 @@ export class BufferLockMessages {
   render(id: MessageId, params: MessageParams = {}): string {
     const text = this.template(id);
     return text.replace(PLACEHOLDER, (word) =>
-      Object.hasOwn(params, word) ? String(params[word]) : word,
+      Object.hasOwn(params, word) ? textOf(params[word]) : word,
     );
   }
 
