@@ -5,6 +5,7 @@ import {
   type MessageId,
   type MessageParams,
 } from './messages.catalog.js';
+import { textOf } from '../errors/error-text.js';
 
 /**
  * How a {@link BufferLockMessages} picks its texts.
@@ -28,15 +29,6 @@ export interface MessageSettings {
 }
 
 const PLACEHOLDER = /\b[A-Z][A-Z_]*[A-Z]\b/g;
-
-/** `value` as text; one that cannot be made a string (no prototype, a throwing toString) by its tag. */
-const textOf = (value: unknown): string => {
-  try {
-    return String(value);
-  } catch {
-    return Object.prototype.toString.call(value);
-  }
-};
 
 /**
  * Renders every text the library emits: errors, log lines and HTTP error bodies. Texts are looked

@@ -15,8 +15,14 @@ export function luaScript(source: string): LuaScript {
   return { source, sha: createHash('sha1').update(source).digest('hex') };
 }
 
-const isNoScript = (error: unknown): boolean =>
-  error instanceof Error && error.message.startsWith('NOSCRIPT');
+/** Whether Redis answered NOSCRIPT; a thrown value that cannot be inspected did not. */
+const isNoScript = (error: unknown): boolean => {
+  try {
+    return error instanceof Error && String(error.message).startsWith('NOSCRIPT');
+  } catch {
+    return false;
+  }
+};
 
 /**
  * Runs `script` by EVALSHA when the client has it, and by EVAL when it has not or when Redis
