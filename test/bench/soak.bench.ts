@@ -264,9 +264,9 @@ export const soakSection: BenchSection = {
       };
       /** Starts the callers of every worker; the function it returns stops them. */
       const startLoad = (): (() => Promise<void>) => {
-        let stopped = false;
+        const state = { stopped: false };
         const caller = async (work: SoakWork): Promise<void> => {
-          while (!stopped) {
+          while (!state.stopped) {
             await call(work);
             await sleep(Math.random() * 5);
           }
@@ -275,7 +275,7 @@ export const soakSection: BenchSection = {
           Array.from({ length: CALLERS_PER_WORKER }, () => caller(work)),
         );
         return async () => {
-          stopped = true;
+          state.stopped = true;
           await Promise.all(callers);
         };
       };
