@@ -9,11 +9,14 @@ import {
 import { collectEscapes, settle } from '../support/escapes.js';
 import {
   anyValue,
+  field,
   fuzzParameters,
+  isSeconds,
   notCatalogError,
   throwingGetter,
   throwingProxy,
   within,
+  type Field,
 } from './fuzz.js';
 
 /**
@@ -26,22 +29,6 @@ import {
 const FILE = 'test/fuzz/decorators.spec.ts';
 const escaped = collectEscapes();
 
-interface Field {
-  readonly value: unknown;
-  readonly valid: boolean;
-}
-const field = (valid: fc.Arbitrary<unknown>, invalid: fc.Arbitrary<unknown>): fc.Arbitrary<Field> =>
-  fc.oneof(
-    { weight: 3, arbitrary: valid.map((value) => ({ value, valid: true })) },
-    { weight: 1, arbitrary: invalid.map((value) => ({ value, valid: false })) },
-  );
-
-/** The documented rule for seconds: a positive decimal number, or a string that spells one. */
-const isSeconds = (v: unknown): boolean =>
-  ((typeof v === 'number' && Number.isFinite(v)) || typeof v === 'string') &&
-  /^\d+(?:\.\d+)?$/.test(String(v)) &&
-  Number(v) > 0 &&
-  Number(v) <= Math.floor(Number.MAX_SAFE_INTEGER / 1000);
 /** Per-call options left `undefined` take the module's value: undefined is valid everywhere. */
 const seconds = field(
   fc.oneof(fc.constant(undefined), fc.integer({ min: 1, max: 1000 }), fc.constantFrom('0.5', '30')),

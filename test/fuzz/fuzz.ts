@@ -126,6 +126,33 @@ export async function within(ms: number, call: () => unknown): Promise<Outcome> 
 export const drain = (ms = 5): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------------------------
+// Options: a value and whether its rule takes it
+
+/** An option's value and whether its documented rule takes it. */
+export interface Field {
+  readonly value: unknown;
+  readonly valid: boolean;
+}
+
+export const field = (
+  valid: fc.Arbitrary<unknown>,
+  invalid: fc.Arbitrary<unknown>,
+): fc.Arbitrary<Field> =>
+  fc.oneof(
+    { weight: 3, arbitrary: valid.map((value) => ({ value, valid: true })) },
+    { weight: 1, arbitrary: invalid.map((value) => ({ value, valid: false })) },
+  );
+
+const MAX_SECONDS = Math.floor(Number.MAX_SAFE_INTEGER / 1000);
+
+/** The documented rule for seconds: a positive decimal number, or a string that spells one. */
+export const isSeconds = (v: unknown): boolean =>
+  ((typeof v === 'number' && Number.isFinite(v)) || typeof v === 'string') &&
+  /^\d+(?:\.\d+)?$/.test(String(v)) &&
+  Number(v) > 0 &&
+  Number(v) <= MAX_SECONDS;
+
+// ---------------------------------------------------------------------------------------------
 // Hostile values
 
 /** A Proxy trap that throws for a string key and does what `fallback` does for a symbol. */

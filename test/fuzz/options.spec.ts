@@ -14,12 +14,15 @@ import { collectEscapes, settle } from '../support/escapes.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import {
   anyValue,
+  field,
   fuzzParameters,
+  isSeconds,
   notCatalogError,
   notTuple,
   throwingGetter,
   throwingProxy,
   within,
+  type Field,
 } from './fuzz.js';
 
 /**
@@ -42,27 +45,6 @@ beforeAll(async () => {
   await shared.ping();
 });
 afterAll(() => server.stop());
-
-/** An option's value and whether its documented rule takes it. */
-interface Field {
-  readonly value: unknown;
-  readonly valid: boolean;
-}
-
-const field = (valid: fc.Arbitrary<unknown>, invalid: fc.Arbitrary<unknown>): fc.Arbitrary<Field> =>
-  fc.oneof(
-    { weight: 3, arbitrary: valid.map((value) => ({ value, valid: true })) },
-    { weight: 1, arbitrary: invalid.map((value) => ({ value, valid: false })) },
-  );
-
-const MAX_SECONDS = Math.floor(Number.MAX_SAFE_INTEGER / 1000);
-
-/** The documented rule for seconds: a positive decimal number, or a string that spells one. */
-const isSeconds = (v: unknown): boolean =>
-  ((typeof v === 'number' && Number.isFinite(v)) || typeof v === 'string') &&
-  /^\d+(?:\.\d+)?$/.test(String(v)) &&
-  Number(v) > 0 &&
-  Number(v) <= MAX_SECONDS;
 
 const seconds = (min = 0.001, max = 1000): fc.Arbitrary<unknown> =>
   fc.oneof(
