@@ -1,9 +1,15 @@
-import { Module, type OnApplicationShutdown, type Provider } from '@nestjs/common';
+import {
+  Module,
+  type DynamicModule,
+  type OnApplicationShutdown,
+  type Provider,
+} from '@nestjs/common';
 import { BufferLockClients } from './buffer-lock.clients.js';
 import { BufferCache } from './cache/buffer-cache.service.js';
 import { BUFFER_LOCK_OPTIONS, BUFFER_LOCK_WAIT_STRATEGY } from './buffer-lock.constants.js';
 import {
   BUFFER_LOCK_MODULE_OPTIONS,
+  BUFFER_LOCK_OPTIONS_TYPE,
   BufferLockConfigurableModule,
 } from './buffer-lock.module-definition.js';
 import { announceMemoryBackend } from './memory/memory-notice.js';
@@ -16,7 +22,7 @@ import {
   type ResolvedBufferLockOptions,
 } from './options/buffer-lock.options.js';
 import { RedisLockService } from './lock/redis-lock.service.js';
-import { markResolved } from './options/validate-options.js';
+import { markResolved, readableCopy } from './options/validate-options.js';
 import { PubSubWaitStrategy } from './single-flight/pubsub-wait.strategy.js';
 import { SingleFlightEngine } from './single-flight/single-flight.engine.js';
 import type { WaitStrategy } from './single-flight/wait-strategy.js';
@@ -117,6 +123,14 @@ export class BufferLockModule
     private readonly engine: SingleFlightEngine,
   ) {
     super();
+  }
+
+  /**
+   * The module with `options` (validated at bootstrap). They are read once, here: an option whose
+   * getter throws is reported by validation in its own words rather than thrown from `forRoot`.
+   */
+  static override forRoot(options: typeof BUFFER_LOCK_OPTIONS_TYPE): DynamicModule {
+    return super.forRoot(readableCopy(options) as typeof BUFFER_LOCK_OPTIONS_TYPE);
   }
 
   async onApplicationShutdown(): Promise<void> {

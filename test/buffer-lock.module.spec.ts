@@ -196,6 +196,44 @@ describe('forRootAsync', () => {
 });
 
 describe('validation at bootstrap', () => {
+  it.each([
+    ['logger', 'logger_invalid'],
+    ['circuitBreaker', 'circuit_breaker_invalid'],
+    ['locale', 'locale_invalid'],
+    ['messages', 'redis_messages_invalid'],
+  ])(
+    'an option %s that cannot be read (its getter throws) is refused as %s',
+    async (name, code) => {
+      const options = Object.defineProperty({ redis: client }, name, {
+        enumerable: true,
+        get: () => {
+          throw new Error(`${name} cannot be read`);
+        },
+      });
+      const error = await configErrorOf(options);
+      expect(error.violations.map((v) => [v.property, v.code])).toEqual([[name, code]]);
+    },
+  );
+
+  it('a nested option whose getter throws, or a logger that is a throwing Proxy, is refused', async () => {
+    const breaker = Object.defineProperty({}, 'probes', {
+      enumerable: true,
+      get: () => {
+        throw new Error('probes cannot be read');
+      },
+    });
+    const logger = new Proxy(
+      {},
+      {
+        get: () => {
+          throw new Error('get');
+        },
+      },
+    );
+    const error = await configErrorOf({ redis: client, circuitBreaker: breaker, logger });
+    expect(error.violations.map((v) => v.property)).toEqual(['logger', 'circuitBreaker']);
+  });
+
   const cases: [string, Record<string, unknown>, MessageId][] = [
     ['redis missing', {}, 'module_redis_invalid'],
     ['redis a number', { redis: 6379 }, 'module_redis_invalid'],

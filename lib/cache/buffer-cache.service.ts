@@ -17,6 +17,7 @@ import type { BufferCacheOptions, CacheSettings } from './cache.options.js';
 import { EntryStore } from './entry-store.js';
 import { toMilliseconds } from '../options/seconds.js';
 import { LockError } from '../errors/lock.error.js';
+import { errorText } from '../errors/error-text.js';
 
 /**
  * The events of a {@link BufferCache}, each with the cache key.
@@ -290,7 +291,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     const state = this.backoff.get(lockKey) ?? { until: this.now() + 1000, failures: 1 };
     this.backoff.set(lockKey, state);
     const line = this.messages.render('cache_refresh_failed', {
-      ERROR: error instanceof Error ? error.message : String(error),
+      ERROR: errorText(error),
       SECONDS: Math.max(1, Math.round((state.until - this.now()) / 1000)),
     });
     this.log.warn('cache_refresh_failed', line);

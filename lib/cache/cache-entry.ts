@@ -4,6 +4,7 @@ import {
   UnserializableValueError,
   type ResultSerializer,
 } from '../serialization/result-serializer.js';
+import { errorText } from '../errors/error-text.js';
 
 /** One cached value with its own freshness: fresh until `freshUntil`, servable until `staleUntil`. */
 export interface CacheEntry {
@@ -35,7 +36,7 @@ export function encodeEntry(
     const problem =
       error instanceof UnserializableValueError
         ? error.problem
-        : { what: error instanceof Error ? error.message : String(error), path: '$' };
+        : { what: errorText(error), path: '$' };
     const text = messages.render('cache_value_unserializable', {
       KEY: cacheKey,
       WHAT: problem.what,

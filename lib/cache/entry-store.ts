@@ -11,6 +11,7 @@ import { decodeEntry, encodeEntry, type CacheEntry } from './cache-entry.js';
 import type { CacheSettings } from './cache.options.js';
 import { cacheStoreOf, type BufferCacheStore } from './cache-store.js';
 import { RedisCacheStore } from './redis-cache.store.js';
+import { errorText } from '../errors/error-text.js';
 
 /** What an {@link EntryStore} works with. */
 export interface EntryStoreParts {
@@ -23,9 +24,6 @@ export interface EntryStoreParts {
   readonly log: ThrottledLog;
   readonly now: () => number;
 }
-
-const reasonOf = (error: unknown): string =>
-  error instanceof Error ? error.message : String(error);
 
 /**
  * The cache's entries in their store: where each lives, how it is written and read, and what a
@@ -71,7 +69,7 @@ export class EntryStore {
       return decodeEntry(this.parts.serializer, text);
     } catch (error) {
       const { messages, log } = this.parts;
-      const line = messages.render('cache_entry_unreadable', { ERROR: reasonOf(error) });
+      const line = messages.render('cache_entry_unreadable', { ERROR: errorText(error) });
       log.warn('cache_entry_unreadable', line);
       return undefined;
     }
@@ -112,7 +110,7 @@ export class EntryStore {
         await releaseLock(await lock.getClient(), guard.key, guard.token, write);
         return undefined;
       } catch (error) {
-        const line = messages.render('redis_unlock_failed', { ERROR: reasonOf(error) });
+        const line = messages.render('redis_unlock_failed', { ERROR: errorText(error) });
         return new LockError('redis_unlock_failed', line, { cause: error });
       }
     }
@@ -134,7 +132,7 @@ export class EntryStore {
       const { messages, log } = this.parts;
       log.error(
         'cache_store_failed',
-        messages.render('cache_store_failed', { ERROR: reasonOf(error) }),
+        messages.render('cache_store_failed', { ERROR: errorText(error) }),
       );
       return undefined;
     }

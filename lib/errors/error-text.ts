@@ -1,6 +1,29 @@
 /**
- * A thrown value as text: an Error's message, anything else as a string; one that cannot be made
- * a string (a getter or `toString` that throws) is named by its type.
+ * `value` as text for a message: what `String()` makes of it, or, for a value that cannot be made
+ * a string (no prototype, a throwing `toString`, a Proxy whose traps throw), its tag or its type.
+ * Never throws.
+ *
+ * @example
+ * ```ts
+ * textOf(Object.create(null)); // '[object Object]'
+ * ```
+ */
+export function textOf(value: unknown): string {
+  try {
+    return String(value);
+  } catch {
+    // below
+  }
+  try {
+    return Object.prototype.toString.call(value);
+  } catch {
+    return `[${typeof value}]`;
+  }
+}
+
+/**
+ * A thrown value as text: an Error's message, anything else as {@link textOf} makes it. Never
+ * throws, whatever was thrown (a getter, `toString` or Proxy trap that throws included).
  *
  * @example
  * ```ts
@@ -9,8 +32,27 @@
  */
 export function errorText(error: unknown): string {
   try {
-    return error instanceof Error ? String(error.message) : String(error);
+    if (error instanceof Error) return textOf(error.message);
   } catch {
-    return Object.prototype.toString.call(error);
+    // a Proxy whose traps throw: named below
   }
+  return textOf(error);
+}
+
+/**
+ * `error` itself when it is an `Error`, else a new `Error` with its {@link errorText}. Never throws,
+ * even for a Proxy whose traps throw.
+ *
+ * @example
+ * ```ts
+ * asError('ECONNRESET').message; // 'ECONNRESET'
+ * ```
+ */
+export function asError(error: unknown): Error {
+  try {
+    if (error instanceof Error) return error;
+  } catch {
+    // a Proxy whose traps throw: wrapped below
+  }
+  return new Error(errorText(error));
 }

@@ -80,6 +80,25 @@ const hasEval = (value: unknown): boolean =>
 class ConnectTimeout extends Error {}
 
 /**
+ * Whether `error` is one the service throws inside itself for a failure it words on its own. A
+ * client's error may be a Proxy whose traps throw, even on `instanceof`: that is none of them.
+ */
+const isOwnFailure = (
+  error: unknown,
+): error is NoClient | UnsupportedClient | ConnectTimeout | BadReply => {
+  try {
+    return (
+      error instanceof NoClient ||
+      error instanceof UnsupportedClient ||
+      error instanceof ConnectTimeout ||
+      error instanceof BadReply
+    );
+  } catch {
+    return false;
+  }
+};
+
+/**
  * A lock through one Redis server, so that only one worker of many builds a given cache entry.
  * Each call resolves to a tuple and never rejects for Redis trouble: see {@link AcquireResult}.
  *
@@ -379,6 +398,11 @@ export class RedisLockService {
 
   /** A Redis failure in `id`'s words; the client's own error goes in ERROR and in `cause`. */
   private failure(id: MessageId, error: unknown): LockError {
+    if (!isOwnFailure(error)) {
+      return new LockError(id, this.messages.render(id, { ERROR: errorText(error) }), {
+        cause: error,
+      });
+    }
     if (error instanceof NoClient) {
       const text = this.messages.render('redis_no_client');
       return new LockError('redis_no_client', this.messages.render(id, { ERROR: text }));
@@ -399,12 +423,7 @@ export class RedisLockService {
       const text = this.messages.render('redis_connect_timeout', { SECONDS: seconds });
       return new LockError('redis_connect_timeout', this.messages.render(id, { ERROR: text }));
     }
-    if (error instanceof BadReply) {
-      const text = this.messages.render('redis_bad_reply');
-      return new LockError('redis_bad_reply', this.messages.render(id, { ERROR: text }));
-    }
-    return new LockError(id, this.messages.render(id, { ERROR: errorText(error) }), {
-      cause: error,
-    });
+    const text = this.messages.render('redis_bad_reply');
+    return new LockError('redis_bad_reply', this.messages.render(id, { ERROR: text }));
   }
 }

@@ -5,6 +5,7 @@ import {
   type MessageId,
   type MessageParams,
 } from './messages.catalog.js';
+import { textOf } from '../errors/error-text.js';
 
 /**
  * How a {@link BufferLockMessages} picks its texts.
@@ -66,7 +67,7 @@ export class BufferLockMessages {
   render(id: MessageId, params: MessageParams = {}): string {
     const text = this.template(id);
     return text.replace(PLACEHOLDER, (word) =>
-      Object.hasOwn(params, word) ? String(params[word]) : word,
+      Object.hasOwn(params, word) ? textOf(params[word]) : word,
     );
   }
 

@@ -31,6 +31,7 @@ import {
   isResolved,
   markResolved,
   Nested,
+  readableCopy,
   Rule,
   Seconds,
   validateOptions,
@@ -50,8 +51,14 @@ export type RedisConnection = LockClient | RedisClientFactory | string | RedisOp
 const isCatalog = (value: unknown): boolean =>
   value !== undefined && safeCatalog({ messages: value }) === value;
 
-const isCatalogs = (value: unknown): boolean =>
-  value === undefined || (isPlainObject(value) && Object.values(value).every(isCatalog));
+const isCatalogs = (value: unknown): boolean => {
+  try {
+    return value === undefined || (isPlainObject(value) && Object.values(value).every(isCatalog));
+  } catch {
+    // A getter or Proxy trap that throws: no catalogs.
+    return false;
+  }
+};
 
 /** Broken only when both `lockTimeout` and `ttl` are valid and out of order. */
 const isShorterThanTtl = (value: unknown, options: Record<string, unknown>): boolean => {
@@ -265,10 +272,7 @@ export function resolveSingleFlightOptions(
   input: SingleFlightOptions,
   messages: BufferLockMessages,
 ): SingleFlightOptions {
-  const source = (typeof input === 'object' && input !== null ? input : {}) as Record<
-    string,
-    unknown
-  >;
+  const source = readableCopy(input);
   const own = Object.fromEntries(PER_CALL.filter((k) => k in source).map((k) => [k, source[k]]));
   const dto = validateOptions(BufferLockOptionsDto, own, messages, 'partial');
   return Object.fromEntries(PER_CALL.filter((k) => k in own).map((k) => [k, dto[k]]));
@@ -309,7 +313,7 @@ export function perCallSettings(
  * they are reported in words that still render.
  */
 export function messageSettingsOf(input: unknown): MessageSettings {
-  const raw = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
+  const raw = readableCopy(input);
   return {
     locale: isNonEmptyString(raw.locale) ? (raw.locale as string) : undefined,
     catalogs: isCatalogs(raw.catalogs)

@@ -91,14 +91,22 @@ export const isScriptClient = (value: unknown): value is LockClient =>
   typeof fieldOf(value, 'eval') === 'function' &&
   (isIoredisClient(value) || isNodeRedisClient(value) || !looksLikeNodeRedis(value));
 
-const isMessageCatalog = (value: unknown): boolean =>
-  value === undefined ||
-  (typeof value === 'object' &&
-    value !== null &&
-    !Array.isArray(value) &&
-    Object.entries(value).every(
-      ([id, text]) => MESSAGE_IDS.includes(id as MessageId) && typeof text === 'string',
-    ));
+const isMessageCatalog = (value: unknown): boolean => {
+  try {
+    return (
+      value === undefined ||
+      (typeof value === 'object' &&
+        value !== null &&
+        !Array.isArray(value) &&
+        Object.entries(value).every(
+          ([id, text]) => MESSAGE_IDS.includes(id as MessageId) && typeof text === 'string',
+        ))
+    );
+  } catch {
+    // A getter or Proxy trap that throws: no catalog.
+    return false;
+  }
+};
 
 /**
  * The declaration of the lock's options: for each one its type, its default (the initializer),
@@ -181,6 +189,7 @@ export function resolveLockOptions(
 
 /** The overrides in `input`, or none when they are themselves invalid. */
 export function safeCatalog(input: unknown): MessageCatalog | undefined {
-  const catalog = (input as { messages?: unknown } | null | undefined)?.messages;
+  const catalog =
+    typeof input === 'object' && input !== null ? fieldOf(input, 'messages') : undefined;
   return isMessageCatalog(catalog) ? (catalog as MessageCatalog | undefined) : undefined;
 }

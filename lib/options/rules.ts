@@ -1,10 +1,18 @@
 /** Shape tests shared by the options declarations. */
 
 /** An object literal (or one made with `Object.create(null)`), not an instance of a class. */
-export const isPlainObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' &&
-  value !== null &&
-  [Object.prototype, null].includes(Object.getPrototypeOf(value));
+export const isPlainObject = (value: unknown): value is Record<string, unknown> => {
+  try {
+    return (
+      typeof value === 'object' &&
+      value !== null &&
+      [Object.prototype, null].includes(Object.getPrototypeOf(value))
+    );
+  } catch {
+    // A Proxy whose getPrototypeOf trap throws.
+    return false;
+  }
+};
 
 /** True for the URL forms ioredis reads: redis://, rediss://, or a Unix socket path. */
 export const isRedisUrl = (value: unknown): value is string =>

@@ -2,6 +2,7 @@ import { ValidateBy, ValidateNested, validateSync, type ValidationError } from '
 import { BufferLockConfigError, type ConfigViolation } from '../errors/lock.error.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
+import { isPlainObject } from './rules.js';
 import { parseSeconds } from './seconds.js';
 
 /** Per options class: the properties read as seconds, and those holding nested options. */
@@ -29,7 +30,14 @@ export function Rule(
     {
       name: messageId,
       validator: {
-        validate: (value, args) => test(value, (args?.object ?? {}) as Record<string, unknown>),
+        // A value whose getter or Proxy trap throws while the rule reads it is refused, not thrown.
+        validate: (value, args) => {
+          try {
+            return test(value, (args?.object ?? {}) as Record<string, unknown>);
+          } catch {
+            return false;
+          }
+        },
       },
     },
     { message: messageId },
@@ -74,10 +82,42 @@ function fieldsOf<V>(table: WeakMap<object, Iterable<V>>, object: object): V[] {
   return found;
 }
 
-const isPlainObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' &&
-  value !== null &&
-  [Object.prototype, null].includes(Object.getPrototypeOf(value));
+/** Whether class-validator can look at `value`: it asks `instanceof`, which a hostile Proxy throws on. */
+const inspectable = (value: unknown): boolean => {
+  try {
+    void (value instanceof Object);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** Stands for an option that could not be read: no rule takes a symbol, so it is reported. */
+const UNREADABLE: unique symbol = Symbol('unreadable option');
+
+/**
+ * The own enumerable options of `input`, each read once. One whose getter throws, or a Proxy
+ * whose traps throw, is {@link UNREADABLE}; an object whose keys cannot be listed gives none.
+ */
+export function readableCopy(input: unknown): Record<string, unknown> {
+  const copy: Record<string, unknown> = {};
+  if (typeof input !== 'object' || input === null) return copy;
+  let keys: string[];
+  try {
+    keys = Object.keys(input);
+  } catch {
+    return copy;
+  }
+  for (const key of keys) {
+    try {
+      const value = (input as Record<string, unknown>)[key];
+      copy[key] = inspectable(value) ? value : UNREADABLE;
+    } catch {
+      copy[key] = UNREADABLE;
+    }
+  }
+  return copy;
+}
 
 /** Every broken rule, once per property and message id; nested ones under their parent's name. */
 function violationsOf(
@@ -106,7 +146,7 @@ function readNested(dto: object): void {
   for (const [property, Dto] of fieldsOf(nestedFields, dto)) {
     const value = (dto as Record<string, unknown>)[property];
     if (isPlainObject(value))
-      (dto as Record<string, unknown>)[property] = Object.assign(new Dto(), value);
+      (dto as Record<string, unknown>)[property] = Object.assign(new Dto(), readableCopy(value));
   }
 }
 
@@ -145,7 +185,7 @@ export function validateOptions<T extends object>(
   messages: BufferLockMessages,
   mode: 'complete' | 'partial' = 'complete',
 ): T {
-  const given = typeof input === 'object' && input !== null ? input : {};
+  const given = readableCopy(input);
   const dto: T =
     mode === 'complete'
       ? Object.assign(new Dto(), given)

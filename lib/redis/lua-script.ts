@@ -86,8 +86,14 @@ export function definedScript(sha: string): LuaScript | undefined {
   return DEFINED.get(sha);
 }
 
-const isNoScript = (error: unknown): boolean =>
-  error instanceof Error && error.message.startsWith('NOSCRIPT');
+/** Whether Redis answered NOSCRIPT; a thrown value that cannot be inspected did not. */
+const isNoScript = (error: unknown): boolean => {
+  try {
+    return error instanceof Error && String(error.message).startsWith('NOSCRIPT');
+  } catch {
+    return false;
+  }
+};
 
 /**
  * Runs `script` by EVALSHA when the client has it, and by EVAL when it has not or when Redis

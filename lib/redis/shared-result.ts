@@ -10,6 +10,7 @@ import {
 import { resultKey } from './keys.js';
 import { getValue } from './plain-commands.js';
 import { releaseLock } from './release-lock.js';
+import { errorText } from '../errors/error-text.js';
 
 /**
  * The payload stored for `lockKey`, or `null` when there is none (never stored, or expired).
@@ -113,7 +114,7 @@ export class SharedResultStore {
       const problem =
         error instanceof UnserializableValueError
           ? error.problem
-          : { what: error instanceof Error ? error.message : String(error), path: '$' };
+          : { what: errorText(error), path: '$' };
       const text = this.messages.render('shared_result_unserializable', {
         KEY: cacheKey,
         WHAT: problem.what,
@@ -137,7 +138,7 @@ export class SharedResultStore {
     } catch (error) {
       const text = this.messages.render('shared_result_unreadable', {
         KEY: cacheKey,
-        ERROR: error instanceof Error ? error.message : String(error),
+        ERROR: errorText(error),
       });
       return {
         status: 'error',
@@ -174,7 +175,7 @@ export class SharedResultStore {
 
   private failure(error: unknown): LockError {
     const text = this.messages.render('shared_result_failed', {
-      ERROR: error instanceof Error ? error.message : String(error),
+      ERROR: errorText(error),
     });
     return new LockError('shared_result_failed', text, { cause: error });
   }

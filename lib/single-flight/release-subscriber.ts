@@ -11,6 +11,7 @@ export type {
   ReleaseSubscriberOptions,
   SubscriberConnection,
 } from './subscriber-types.js';
+import { asError } from '../errors/error-text.js';
 
 /** Default of {@link ReleaseSubscriberOptions.idleMs}. */
 const DEFAULT_IDLE_MS = 1000;
@@ -197,12 +198,18 @@ export class ReleaseSubscriber {
     // A Cluster needs sharded subscribers for SSUBSCRIBE: one connection to the shard of each slot.
     // Subscribe commands are sent as they are, never through an auto-pipeline.
     const overrides = { enableOfflineQueue: true, enableAutoPipelining: false };
-    const connection = (
+    const made: unknown =
       this.client.isCluster === true
         ? this.client.duplicate(undefined, { shardedSubscribers: true, ...overrides })
         : // The subscriber renews its channels itself once ready again (whatever the client says).
-          this.client.duplicate({ ...overrides, autoResubscribe: false })
-    ) as SubscriberConnection;
+          this.client.duplicate({ ...overrides, autoResubscribe: false });
+    if (typeof (made as Partial<SubscriberConnection> | null)?.on !== 'function') {
+      // A misbehaving client's answer (a promise, say) is no connection; a rejection it carries
+      // is handled here rather than left unhandled.
+      Promise.resolve(made).catch(() => {});
+      throw new Error('the client duplicate() gave no connection');
+    }
+    const connection = made as SubscriberConnection;
     // Events of a connection closed on purpose (idle, shutdown) are not failures.
     connection.on('error', (error) => {
       if (this.connection === connection) this.fail(this.usable ? error : undefined);
@@ -252,7 +259,7 @@ export class ReleaseSubscriber {
   }
 
   private report(error: unknown, listeners: readonly Listener[] = []): void {
-    const reported = error instanceof Error ? error : new Error(String(error));
+    const reported = asError(error);
     this.options.onError?.(reported);
     for (const listener of listeners) listener.onError?.(reported);
   }

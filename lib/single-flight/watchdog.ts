@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { ExtendResult, LockGuard } from '../lock/lock-results.js';
+import { asError } from '../errors/error-text.js';
 
 /**
  * What the watchdog needs from the lock: `RedisLockService.extend`.
@@ -162,7 +163,7 @@ export class LockWatchdog extends EventEmitter<{
     } catch (thrown) {
       // The service never rejects, but another LockExtender might.
       extended = false;
-      error = thrown instanceof Error ? thrown : new Error(String(thrown));
+      error = asError(thrown);
     }
     if (!this.running) return;
     if (extended) {

@@ -15,6 +15,8 @@ export interface BenchContext {
   readonly report: Report;
   /** `--filter`: run only the strategies whose names contain one of these (plus baselines). */
   readonly filter?: readonly string[];
+  /** `--soak-minutes`: how long the soak section runs (default 10, `--quick` 0.5). */
+  readonly soakMinutes?: number;
 }
 
 /** Whether `name` passes `--filter` (no filter: everything does). */
@@ -26,6 +28,8 @@ export function selected(context: BenchContext, name: string): boolean {
 export interface BenchSection {
   readonly id: string;
   readonly title: string;
+  /** Runs only when named in `--only` (the soak takes minutes): never in a default or CI run. */
+  readonly optIn?: boolean;
   run(context: BenchContext): Promise<void>;
 }
 

@@ -21,6 +21,7 @@ import { lockSection } from './lock.bench.js';
 import { memorySection } from './memory.bench.js';
 import { outageSection } from './outage.bench.js';
 import { overheadSection } from './overhead.bench.js';
+import { soakSection } from './soak.bench.js';
 import { stampedeSection } from './stampede.bench.js';
 
 const SECTIONS: readonly BenchSection[] = [
@@ -31,6 +32,7 @@ const SECTIONS: readonly BenchSection[] = [
   memorySection,
   instructionsSection,
   cacheSection,
+  soakSection,
 ];
 
 // Compiled to .build/test/bench/run.js; RESULTS.md lives next to the sources.
@@ -42,15 +44,31 @@ const { values } = parseArgs({
     only: { type: 'string' },
     out: { type: 'string' },
     filter: { type: 'string' },
+    'soak-minutes': { type: 'string' },
   },
 });
 const quick = values.quick ?? false;
 const only = values.only?.split(',');
 const filter = values.filter?.split(',');
-// A quick run is a smoke test; it must not overwrite the committed full results.
+const soakMinutes =
+  values['soak-minutes'] === undefined ? undefined : Number(values['soak-minutes']);
+if (soakMinutes !== undefined && !(soakMinutes > 0)) {
+  throw new Error(`--soak-minutes must be a positive number, not ${values['soak-minutes']}`);
+}
+/** A section runs when named in --only, or, unless it is opt-in (the soak), when none is named. */
+const runs = (section: BenchSection): boolean =>
+  only ? only.includes(section.id) : section.optIn !== true;
+// A quick run is a smoke test, and a run of opt-in sections alone (the soak) measures nothing
+// RESULTS.md quotes: neither overwrites the committed full results.
+const soakOnly = SECTIONS.filter(runs).every((section) => section.optIn === true);
 const out = resolve(
   repoRoot,
-  values.out ?? (quick ? '.build/bench-results.quick.md' : 'test/bench/RESULTS.md'),
+  values.out ??
+    (quick
+      ? '.build/bench-results.quick.md'
+      : soakOnly
+        ? '.build/bench-results.soak.md'
+        : 'test/bench/RESULTS.md'),
 );
 
 async function main(): Promise<number> {
@@ -69,11 +87,11 @@ async function main(): Promise<number> {
     const machine: string[][] = [];
     const runStart = cpuTicks();
     for (const section of SECTIONS) {
-      if (only && !only.includes(section.id)) continue;
+      if (!runs(section)) continue;
       // Node alone takes about 17 s to start under valgrind: a quick run that must stay under a
       // minute leaves the instruction counts out unless asked (--only=instructions; CI does).
       if (quick && !only && section === instructionsSection) continue;
-      const context: BenchContext = { quick, redis, report, filter };
+      const context: BenchContext = { quick, redis, report, filter, soakMinutes };
       const sectionStart = { ticks: cpuTicks(), at: Date.now() };
       try {
         await section.run(context);

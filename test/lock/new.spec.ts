@@ -33,6 +33,15 @@ function configErrorOf(options: unknown): BufferLockConfigError {
   }
 }
 
+/** `rest` with one more option, `name`, whose getter throws. */
+const throwing = (name: string, rest: object = {}): object =>
+  Object.defineProperty({ ...rest }, name, {
+    enumerable: true,
+    get: () => {
+      throw new Error(`${name} cannot be read`);
+    },
+  });
+
 describe('options: defaults and read-only accessors', () => {
   describe('defaults', () => {
     it("namespace defaults to 'buffer:lock:' and ttl to 60", () => {
@@ -269,6 +278,62 @@ describe('new', () => {
         ENGLISH_MESSAGES.redis_client_invalid,
         ENGLISH_MESSAGES.redis_namespace_invalid,
         ENGLISH_MESSAGES.redis_ttl_invalid,
+      ]);
+    });
+  });
+
+  describe('options that cannot be read', () => {
+    it.each(['redis', 'namespace', 'ttl', 'messages', 'fencing', 'connectTimeout'])(
+      'a getter for %s that throws is that option refused, in its own words',
+      (name) => {
+        const others = name === 'redis' ? {} : { redis: makeClient };
+        const error = configErrorOf(throwing(name, others));
+        expect(error.violations.map((v) => v.property)).toEqual([name]);
+        expect(error.code).toBe(
+          name === 'redis'
+            ? 'redis_client_invalid'
+            : name === 'connectTimeout'
+              ? 'redis_connect_timeout_invalid'
+              : `redis_${name}_invalid`,
+        );
+      },
+    );
+
+    it('an option whose value is a Proxy with throwing traps is refused, in its own words', () => {
+      const hostile = new Proxy(
+        {},
+        {
+          get: () => {
+            throw new Error('get');
+          },
+          getPrototypeOf: () => {
+            throw new Error('getPrototypeOf');
+          },
+          ownKeys: () => {
+            throw new Error('ownKeys');
+          },
+        },
+      );
+      expect(configErrorOf({ redis: makeClient, messages: hostile }).code).toBe(
+        'redis_messages_invalid',
+      );
+      expect(configErrorOf({ redis: hostile }).code).toBe('redis_client_invalid');
+    });
+
+    it('an options object whose traps all throw is read as no options: redis_client_invalid', () => {
+      const hostile = new Proxy(
+        {},
+        {
+          get: () => {
+            throw new Error('get');
+          },
+          ownKeys: () => {
+            throw new Error('ownKeys');
+          },
+        },
+      );
+      expect(configErrorOf(hostile).violations.map((v) => v.code)).toEqual([
+        'redis_client_invalid',
       ]);
     });
   });

@@ -30,6 +30,20 @@ const STRANGE: [string, unknown][] = [
   ["'OK '", 'OK '],
 ];
 
+/** A Proxy whose every trap throws, `instanceof` and `String()` included. */
+const hostileProxy = (): object =>
+  new Proxy(
+    {},
+    {
+      get: () => {
+        throw new Error('get');
+      },
+      getPrototypeOf: () => {
+        throw new Error('getPrototypeOf');
+      },
+    },
+  );
+
 const BAD_REPLY = {
   code: 'redis_bad_reply',
   message: 'Redis lock command returned an unexpected reply',
@@ -105,6 +119,19 @@ describe('replies a client should never give', () => {
     expect(await script(0).extend(GUARD)).toEqual([false, undefined]);
     expect((await script(undefined).acquire('k'))[1]?.code).toBe('redis_no_result');
     expect((await script(null).extend(GUARD))[1]?.code).toBe('redis_no_result');
+  });
+
+  it.each([
+    ['a client whose eval rejects', { eval: () => Promise.reject(hostileProxy()) }],
+    ['a factory that rejects', () => Promise.reject(hostileProxy())],
+  ])('%s with a Proxy whose traps throw: a failed acquire, not a rejection', async (_n, redis) => {
+    const lock = new RedisLockService({ redis: redis as RedisScriptClient, namespace: NS });
+    const [guard, error] = await lock.acquire('k');
+    expect(guard).toBeUndefined();
+    expect(error?.code).toBe('redis_lock_failed');
+    expect(await lock.extend(GUARD)).toMatchObject([false, { code: 'redis_extend_failed' }]);
+    await settle();
+    expect(escaped).toEqual([]);
   });
 
   it.each(STRANGE)(

@@ -483,6 +483,39 @@ describe('5. failing fast: onRedisError and the circuit breaker', () => {
     }
   });
 
+  it('a key that cannot even be made a text (no prototype, a throwing toString): still the catalog error', async () => {
+    const logger = new MemoryLogger();
+    const own = await startRedis();
+    try {
+      const lock = new RedisLockService({ redis: () => own.client(), namespace: 'badkey:' });
+      const engine = new SingleFlightEngine({ lock, options: { logger } });
+      const keys = [
+        Object.create(null) as object,
+        {
+          toString(): never {
+            throw new Error('no text');
+          },
+        },
+      ];
+      for (const key of keys) {
+        await expect(engine.run(key as never, () => 'ran')).resolves.toBe('ran');
+        const error: unknown = await engine
+          .run(key as never, () => 'ran', { onRedisError: 'throw' })
+          .catch((e: unknown) => e);
+        expect((error as LockError).code).toBe('lock_key_invalid');
+      }
+      // One line per interval: the second key's is counted, not written.
+      expect(logger.at('error')).toEqual([
+        ENGLISH_MESSAGES.lock_fail_open
+          .replace('ERROR', ENGLISH_MESSAGES.lock_key_invalid)
+          .replace('KEY', '[object Object]'),
+      ]);
+      engine.close();
+    } finally {
+      await own.stop();
+    }
+  });
+
   it('Redis paused: bounded calls, the breaker opens (no command reaches the client), then closes after SIGCONT', async () => {
     const own = await startRedis();
     try {

@@ -145,6 +145,36 @@ async function refusedSubscribes(): Promise<number> {
   return Number(/^cmdstat_ssubscribe:.*rejected_calls=(\d+)/m.exec(info)?.[1] ?? 0);
 }
 
+describe('release subscriber: a client whose duplicate() gives no connection', () => {
+  it.each([
+    ['a rejected promise', () => Promise.reject(new Error('no duplicate'))],
+    ['a number', () => 7],
+  ])(
+    'duplicate() answering %s: ready resolves false, reported, nothing left unhandled',
+    async (_n, duplicate) => {
+      const escaped: unknown[] = [];
+      const record = (error: unknown): void => void escaped.push(error);
+      process.on('unhandledRejection', record);
+      try {
+        const errors: Error[] = [];
+        const client = { eval: () => Promise.resolve(1), duplicate };
+        const subscriber = new ReleaseSubscriber(client as never, {
+          idleMs: 0,
+          onError: (error) => errors.push(error),
+        });
+        const listener = subscriber.listen(releaseChannel('buffer:lock:noduplicate'), () => {});
+        expect(await listener.ready).toBe(false);
+        expect(errors).toHaveLength(1);
+        listener.close();
+        await new Promise((r) => setTimeout(r, 50));
+        expect(escaped).toEqual([]);
+      } finally {
+        process.off('unhandledRejection', record);
+      }
+    },
+  );
+});
+
 describe('release subscriber: a refused subscription makes it unusable, reported once', () => {
   it('many waiters on many keys: one error for the owner and each waiter, and every waiter is woken', async () => {
     const client = await refusedClient('nosub-once');
