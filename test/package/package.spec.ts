@@ -81,7 +81,9 @@ function installApp(tarball: string): string {
     mkdirSync(dirname(link), { recursive: true });
     symlinkSync(source, link, 'dir');
   }
-  copyFileSync(join(root, 'test/package/app/main.cjs'), join(app, 'main.cjs'));
+  for (const script of ['main.cjs', 'opentelemetry.cjs']) {
+    copyFileSync(join(root, 'test/package/app', script), join(app, script));
+  }
   return app;
 }
 
@@ -114,6 +116,8 @@ describe('the packed tarball', () => {
         'CHANGELOG.md',
         'dist/index.js',
         'dist/index.d.ts',
+        'dist/opentelemetry/index.js',
+        'dist/opentelemetry/index.d.ts',
       ]),
     );
     const scripts = files.filter((file) => file.startsWith('dist/') && file.endsWith('.js'));
@@ -171,5 +175,49 @@ describe('a CommonJS app that installs the tarball', () => {
     expect(seen.version).toBe(manifest.version);
     expect(seen.exports).toEqual(Object.keys(api).toSorted());
     expect(seen.keysLeft).toBe(0);
+  });
+});
+
+describe('a CommonJS app that loads nestjs-buffer-lock/opentelemetry', () => {
+  it('resolves the subpath to dist/opentelemetry/ and turns a flight into a span until stopped', () => {
+    const flags = process.features.require_module ? [] : ['--experimental-require-module'];
+    const result = spawnSync(process.execPath, [...flags, 'opentelemetry.cjs'], {
+      cwd: appDir,
+      env: { ...process.env, REDIS_URL: server.url, NODE_OPTIONS: '' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(result.stderr, 'the app failed or warned').toBe('');
+    expect(result.status).toBe(0);
+    const seen = JSON.parse(result.stdout.trim()) as {
+      resolved: string;
+      exports: string[];
+      value: string;
+      spans: { name: string; attributes: Record<string, unknown>; ended?: boolean }[];
+      subscribedAfterStop: boolean;
+    };
+    expect(seen.resolved).toBe(
+      join(appDir, 'node_modules', manifest.name, 'dist/opentelemetry/index.js'),
+    );
+    expect(seen.exports).toEqual([
+      'BufferLockTelemetryModule',
+      'CHANNEL_NAMES',
+      'enableBufferLockTelemetry',
+    ]);
+    expect(seen.value).toBe('built');
+    // One span: the flight before stop(); none for the one after.
+    expect(seen.spans).toEqual([
+      {
+        name: 'buffer_lock.flight',
+        ended: true,
+        attributes: expect.objectContaining({
+          'buffer_lock.role': 'leader',
+          'buffer_lock.locked': true,
+          'buffer_lock.outcome': 'ok',
+        }),
+      },
+    ]);
+    expect(JSON.stringify(seen.spans)).not.toContain('nightly-report');
+    expect(seen.subscribedAfterStop).toBe(false);
   });
 });
