@@ -57,6 +57,20 @@ function spanAttributes(context: FlightTrace | CacheTrace): Attributes {
   return attributes;
 }
 
+/**
+ * `handle`, made harmless: a channel reports a subscriber's error as an uncaught exception, and a
+ * broken provider must not take the app down with it.
+ */
+const safely =
+  (handle: (message: unknown) => void) =>
+  (message: unknown): void => {
+    try {
+      handle(message);
+    } catch {
+      // Telemetry lost for this operation; the operation itself is not affected.
+    }
+  };
+
 /** Ends `span` with the trace's attributes, and its error as an exception. */
 function finish(span: Span, context: FlightTrace | CacheTrace): void {
   span.setAttributes(spanAttributes(context));
@@ -128,32 +142,32 @@ export function enableBufferLockTelemetry(options: BufferLockTelemetryOptions = 
 
   const flightSpans = new WeakMap<object, Span>();
   const flightHandlers = {
-    start(message: unknown) {
+    start: safely((message) => {
       const span = tracer.startSpan('buffer_lock.flight', {}, otelContext.active());
       flightSpans.set(message as object, span);
-    },
+    }),
     end() {},
     asyncStart() {},
-    asyncEnd(message: unknown) {
+    asyncEnd: safely((message) => {
       const context = message as FlightTrace;
       if (context.role !== undefined) flightCounters[context.role].add(1);
       times(context, 'flight');
       const span = flightSpans.get(context);
       flightSpans.delete(context);
       if (span) finish(span, context);
-    },
+    }),
     error() {},
   };
 
   // A lookup's span is made when it ends, as a miss or a refresh: hits make none.
   const cacheStarts = new WeakMap<object, { at: number; parent: Context }>();
   const cacheHandlers = {
-    start(message: unknown) {
+    start: safely((message) => {
       cacheStarts.set(message as object, { at: Date.now(), parent: otelContext.active() });
-    },
+    }),
     end() {},
     asyncStart() {},
-    asyncEnd(message: unknown) {
+    asyncEnd: safely((message) => {
       const context = message as CacheTrace;
       const started = cacheStarts.get(context);
       cacheStarts.delete(context);
@@ -164,17 +178,17 @@ export function enableBufferLockTelemetry(options: BufferLockTelemetryOptions = 
       if (!started) return;
       const name = context.role === 'miss' ? 'buffer_lock.cache.miss' : 'buffer_lock.cache.refresh';
       finish(tracer.startSpan(name, { startTime: started.at }, started.parent), context);
-    },
+    }),
     error() {},
   };
 
-  const onLost = (message: unknown): void => {
+  const onLost = safely((message) => {
     lost.add(1, { reason: (message as LockLostMessage).reason });
-  };
-  const onBreaker = (message: unknown): void => {
+  });
+  const onBreaker = safely((message) => {
     const { state, previous } = message as BreakerMessage;
     transitions.add(1, { state, previous });
-  };
+  });
 
   flightChannel.subscribe(flightHandlers);
   cacheChannel.subscribe(cacheHandlers);

@@ -295,6 +295,33 @@ describe('enableBufferLockTelemetry', () => {
     );
   });
 
+  it('a provider that throws costs its telemetry only: the calls succeed, nothing is thrown', async () => {
+    const uncaught: unknown[] = [];
+    const onUncaught = (error: unknown) => uncaught.push(error);
+    process.on('uncaughtException', onUncaught);
+    const broken = {
+      getTracer: () => ({
+        startSpan: () => {
+          throw new Error('tracer down');
+        },
+      }),
+    } as unknown as BasicTracerProvider;
+    const stop = enableBufferLockTelemetry({ tracerProvider: broken, meterProvider });
+    try {
+      const engine = new SingleFlightEngine({
+        lock: app.get(RedisLockService),
+        options: { logger: silent },
+      });
+      expect(await engine.run(key(), () => 'still built')).toBe('still built');
+      expect(await app.get(BufferCache).getOrSet(key(), () => 'still cached')).toBe('still cached');
+      await sleep(20);
+    } finally {
+      stop();
+      process.off('uncaughtException', onUncaught);
+    }
+    expect(uncaught).toEqual([]);
+  });
+
   it('traceKeys: true puts the raw key in the span', async () => {
     const lock = app.get(RedisLockService);
     const engine = new SingleFlightEngine({ lock, options: { logger: silent, traceKeys: true } });
