@@ -126,12 +126,15 @@ export class LockedRun {
     redisKey: string | undefined,
     work: () => Observable<T>,
     settings: SingleFlightSettings,
+    trace?: FlightTrace,
   ): Observable<T | undefined> {
     const { admission: control } = this.parts;
     return new Observable<T | undefined>((subscriber) => {
       let inner: Subscription | undefined;
       const run = async (): Promise<void> => {
+        const started = trace === undefined ? 0 : nowMs();
         const admission = await control.admit(cacheKey, redisKey, settings);
+        if (trace !== undefined) noteAdmission(trace, admission, nowMs() - started);
         if (subscriber.closed) return void control.release(admission);
         if (admission.kind === 'skipped' || admission.kind === 'shared') {
           subscriber.next(undefined);

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { defer, of, throwError, type Observable } from 'rxjs';
+import { defer, finalize, of, tap, throwError, type Observable } from 'rxjs';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import {
   perCallSettings,
@@ -286,6 +286,9 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
         return this.runs.observable(cacheKey, undefined, work, settings);
       }
       const redisKey = this.lock.redisKey(cacheKey);
+      if (flightChannel.hasSubscribers) {
+        return this.tracedStream(cacheKey, redisKey, work, settings);
+      }
       const existing = this.flights.stream<T | undefined>(redisKey);
       if (existing) {
         if (settings.onBusy === 'skip') return of(undefined);
@@ -295,6 +298,55 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
       const source = this.runs.observable(cacheKey, redisKey, work, settings);
       return this.flights.startStream(redisKey, source);
     });
+  }
+
+  /**
+   * One subscription of {@link runObservable} as one operation of the flight channel: start and
+   * end on subscription, asyncStart and asyncEnd once it completes, errors or is unsubscribed.
+   */
+  private tracedStream<T>(
+    cacheKey: string,
+    redisKey: string,
+    work: () => Observable<T>,
+    settings: SingleFlightSettings,
+  ): Observable<T | undefined> {
+    const keyHash = keyHashOf(redisKey);
+    const trace: FlightTrace = this.traceKeys ? { keyHash, key: cacheKey } : { keyHash };
+    const started = nowMs();
+    flightChannel.start.publish(trace);
+    let stream: Observable<T | undefined>;
+    const existing = this.flights.stream<T | undefined>(redisKey);
+    if (existing) {
+      trace.role = 'waiter';
+      if (settings.onBusy === 'skip') trace.outcome = 'skipped';
+      stream =
+        settings.onBusy === 'skip'
+          ? of(undefined)
+          : settings.onBusy === 'throw'
+            ? throwError(() => this.admission.busy(cacheKey))
+            : existing;
+    } else {
+      const source = this.runs.observable(cacheKey, redisKey, work, settings, trace);
+      stream = this.flights.startStream(redisKey, source);
+    }
+    flightChannel.end.publish(trace);
+    return stream.pipe(
+      tap({
+        error: (error: unknown) => {
+          trace.outcome = 'error';
+          trace.error = error;
+          flightChannel.error.publish(trace);
+        },
+      }),
+      finalize(() => {
+        // The lock is let go as this subscription ends: the hold runs until now.
+        if (trace.locked) trace.holdMs = nowMs() - started - trace.waitMs!;
+        if (trace.role === 'waiter') trace.waitMs ??= nowMs() - started;
+        trace.outcome ??= 'ok';
+        flightChannel.asyncStart.publish(trace);
+        flightChannel.asyncEnd.publish(trace);
+      }),
+    );
   }
 
   /**

@@ -24,7 +24,10 @@ import type { FlightLockLostEvent } from '../single-flight/locked-run.js';
  * ```
  */
 export const CHANNEL_NAMES = {
-  /** One `@SingleFlight` call or `SingleFlightEngine.run`: a {@link FlightTrace}. */
+  /**
+   * One `@SingleFlight` call, `SingleFlightEngine.run`, or subscription of `runObservable`: a
+   * {@link FlightTrace}.
+   */
   flight: 'nestjs-buffer-lock:flight',
   /** One `RedisLockService` acquire, release or extend: a {@link LockTrace}. */
   lock: 'nestjs-buffer-lock:lock',
@@ -65,7 +68,10 @@ export interface FlightTrace {
   unlockedReason?: 'redis-error' | 'breaker-open' | 'timeout';
   /** Milliseconds from the call to its admission (a waiter: to the outcome it joined). */
   waitMs?: number;
-  /** Milliseconds the lock was held: from admission until the lock was released (leaders). */
+  /**
+   * Milliseconds the lock was held (leaders): from admission until it was released, or, for an
+   * Observable flight, until this subscription ended.
+   */
   holdMs?: number;
   /** How the call ended. */
   outcome?: TraceOutcome;

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import diagnostics from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
+import { defer, firstValueFrom, of, Subject, throwError } from 'rxjs';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   BufferCache,
@@ -220,6 +221,51 @@ describe('nestjs-buffer-lock:flight', () => {
   });
 });
 
+describe('nestjs-buffer-lock:flight, Observable flights', () => {
+  it('3 overlapping subscriptions: one leader holding the lock, 2 waiters; each its own operation', async () => {
+    const seen = recording<FlightTrace>('nestjs-buffer-lock:flight');
+    const { engine } = worker();
+    const k = key();
+    const source = new Subject<string>();
+    let subscribed = 0;
+    const work = () => defer(() => (subscribed++, source));
+    const got = [1, 2, 3].map(() => firstValueFrom(engine.runObservable(k, work)));
+    await until(() => subscribed === 1);
+    // Only the start and end of each subscription so far.
+    expect(seen.map((s) => s.event)).toEqual(['start', 'end', 'start', 'end', 'start', 'end']);
+    await sleep(30);
+    source.next('prices');
+    source.complete();
+    expect(await Promise.all(got)).toEqual(['prices', 'prices', 'prices']);
+    await until(() => at(seen, 'asyncEnd').length === 3);
+    const done = at(seen, 'asyncEnd');
+    expect(done.map((c) => c.role).toSorted()).toEqual(['leader', 'waiter', 'waiter']);
+    const leader = done.find((c) => c.role === 'leader')!;
+    expect(leader).toMatchObject({ locked: true, outcome: 'ok', keyHash: md5(k) });
+    expect(leader.holdMs).toBeGreaterThanOrEqual(25);
+    for (const waiter of done.filter((c) => c.role === 'waiter')) {
+      expect(waiter.waitMs).toBeGreaterThanOrEqual(25);
+    }
+    expect(JSON.stringify(seen.map((s) => s.fields))).not.toContain(k);
+  });
+
+  it("an Observable that errors: the error event with its error, outcome 'error'", async () => {
+    const seen = recording<FlightTrace>('nestjs-buffer-lock:flight');
+    const { engine } = worker();
+    const failure = new Error('no prices');
+    await expect(
+      firstValueFrom(engine.runObservable(key(), () => throwError(() => failure))),
+    ).rejects.toBe(failure);
+    await until(() => at(seen, 'asyncEnd').length === 1);
+    expect(seen.map((s) => s.event)).toEqual(['start', 'end', 'error', 'asyncStart', 'asyncEnd']);
+    expect(at(seen, 'error')[0]).toMatchObject({
+      role: 'leader',
+      outcome: 'error',
+      error: failure,
+    });
+  });
+});
+
 describe('nestjs-buffer-lock:lock', () => {
   it('acquire, busy, extend, release (with the hold time) and an extend of a lock gone', async () => {
     const seen = recording<LockTrace>('nestjs-buffer-lock:lock');
@@ -378,6 +424,7 @@ describe('without a subscriber', () => {
     const exercise = async (): Promise<void> => {
       const k = key();
       await engine.run(k, () => 1);
+      await firstValueFrom(engine.runObservable(k, () => of(1)));
       await cache.getOrSet(k, () => 2);
       await cache.getOrSet(k, () => 3);
       const [guard] = await lock.acquire(k);
@@ -390,13 +437,14 @@ describe('without a subscriber', () => {
     const locks = record<LockTrace>('nestjs-buffer-lock:lock');
     await exercise();
     const subscribed = tracePromise.mock.calls.length;
-    // A flight (its acquire and release), two lookups (the miss's build acquires; the built-in
+    // Two flights (each an acquire and a release), two lookups (the miss's build acquires; the built-in
     // store writes the entry and releases in one script, part of the lookup), and the lock's own
     // acquire, extend and release.
-    expect(at(flight.seen, 'start')).toHaveLength(1);
+    expect(at(flight.seen, 'start')).toHaveLength(2);
     expect(at(cached.seen, 'start')).toHaveLength(2);
-    expect(at(locks.seen, 'start')).toHaveLength(6);
-    expect(subscribed).toBe(9);
+    expect(at(locks.seen, 'start')).toHaveLength(8);
+    // The Observable flight publishes its own events; its acquire and release go through tracePromise.
+    expect(subscribed).toBe(1 + 2 + 8);
 
     flight.stop();
     cached.stop();
@@ -404,8 +452,15 @@ describe('without a subscriber', () => {
     for (const name of ['flight', 'cache', 'lock']) {
       expect(diagnostics.tracingChannel(`nestjs-buffer-lock:${name}`).hasSubscribers).toBe(false);
     }
+    // A channel nobody listens to is of the plain Channel class; nothing may be published on it.
+    const inactive = Object.getPrototypeOf(diagnostics.channel('nestjs-buffer-lock:flight')) as {
+      publish: (message: unknown) => void;
+    };
+    const publish = vi.spyOn(inactive, 'publish');
+    stops.push(() => publish.mockRestore());
     await exercise();
     expect(tracePromise.mock.calls.length).toBe(subscribed);
-    expect(flight.seen.length + cached.seen.length + locks.seen.length).toBe(4 * (1 + 2 + 6));
+    expect(publish).not.toHaveBeenCalled();
+    expect(flight.seen.length + cached.seen.length + locks.seen.length).toBe(4 * (2 + 2 + 8));
   });
 });
