@@ -182,13 +182,20 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   }
 
   /** {@link getOrSet} with how the value was had. Internal to the library. */
-  async [LOOKUP]<T>(
+  [LOOKUP]<T>(
     key: string,
     factory: () => T | Promise<T>,
     options?: BufferCacheOptions,
   ): Promise<CacheLookup<Awaited<T>>> {
-    const settings = this.settings.of(options);
-    const lockKey = this.lockKeyOf(key);
+    let settings: CacheSettings;
+    let lockKey: string;
+    try {
+      settings = this.settings.of(options);
+      lockKey = this.lockKeyOf(key);
+    } catch (error) {
+      // Bad options or key reject, as they did before any lookup was made.
+      return Promise.reject(error);
+    }
     // One boolean read when nobody listens: no trace object, no closure.
     if (!cacheChannel.hasSubscribers) return this.lookup(key, lockKey, factory, settings);
     const trace = this.traceOf(key, lockKey);
