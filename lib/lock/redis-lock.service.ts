@@ -1,6 +1,7 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { hash } from 'node:crypto';
 import { BUFFER_LOCK_OPTIONS } from '../buffer-lock.constants.js';
+import { errorText } from '../errors/error-text.js';
 import { LockError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
@@ -93,15 +94,6 @@ function traceLock<R extends readonly [unknown, LockError | undefined]>(
 /** A fencing number as the script's INCR gives it: a positive safe integer. */
 const isFence = (answer: unknown): answer is number =>
   typeof answer === 'number' && Number.isSafeInteger(answer) && answer > 0;
-
-/** The client's error as text; one that cannot be made a string is named by its type. */
-const describe = (error: unknown): string => {
-  try {
-    return error instanceof Error ? String(error.message) : String(error);
-  } catch {
-    return Object.prototype.toString.call(error);
-  }
-};
 
 /**
  * The method that acquires by a Redis key already derived: the library's own callers use it; it
@@ -450,7 +442,7 @@ export class RedisLockService {
       const text = this.messages.render('redis_bad_reply');
       return new LockError('redis_bad_reply', this.messages.render(id, { ERROR: text }));
     }
-    return new LockError(id, this.messages.render(id, { ERROR: describe(error) }), {
+    return new LockError(id, this.messages.render(id, { ERROR: errorText(error) }), {
       cause: error,
     });
   }

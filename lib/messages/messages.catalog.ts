@@ -1,6 +1,7 @@
 /**
  * Every text the library emits, keyed by message id and grouped by where it comes from: the lock
- * service's methods, shared results, the watchdog, the module's options and `@SingleFlight`.
+ * service's methods, shared results, the watchdog, the module's options, `@SingleFlight`, the
+ * cache and the health check.
  * `ERROR` (and the other UPPERCASE words in a text) are placeholders filled in when the message is
  * rendered.
  *
@@ -111,6 +112,13 @@ export const ENGLISH_MESSAGES = {
   cache_entry_unreadable: 'A cache entry could not be read: ERROR; building it anew',
   cache_refresh_failed:
     'Refreshing a stale cache entry failed: ERROR; serving it stale, next try in SECONDS s',
+  // BufferLockHealthIndicator (nestjs-buffer-lock/terminus) — why a check is down, and its options
+  health_timeout_invalid:
+    'BufferLockHealthIndicator timeout must be a positive number of milliseconds',
+  health_ping_timeout: 'Redis did not answer PING within MS ms',
+  health_ping_failed: 'Redis PING failed: ERROR',
+  health_ping_bad_reply: 'Redis answered PING with an unexpected reply',
+  health_breaker_open: 'Redis circuit breaker is open',
 } as const;
 
 /**

@@ -90,6 +90,16 @@ export class PubSubWaitStrategy implements WaitStrategy {
     return () => void this.errorListeners.delete(listener);
   }
 
+  /**
+   * Whether a release would reach this strategy's waiters now: the `usable` flag of the
+   * subscriber of the lock's client (`false` when the client cannot be had). Opens no pub/sub
+   * connection: the subscriber connects on the first wait.
+   */
+  async subscriberUsable(): Promise<boolean> {
+    const client = await this.resolveClient();
+    return client !== undefined && this.subscriberFor(client).usable;
+  }
+
   async waitForRelease(redisKey: string, deadline: number, signal?: AbortSignal): Promise<void> {
     if (signal?.aborted || Date.now() >= deadline) return;
     let woke = false;

@@ -31,6 +31,15 @@ import type { WaitStrategy } from './wait-strategy.js';
 /** The engine's flight across processes with hooks, for the library's own layers. */
 export const CROSS_PROCESS: unique symbol = Symbol('crossProcess');
 
+/** The state of the engine's wake-up subscriber, for the library's own health check. */
+export const SUBSCRIBER_STATE: unique symbol = Symbol('subscriberState');
+
+/**
+ * Whether busy callers are woken by pub/sub now: `usable`, `unusable` (they poll until a
+ * subscription is confirmed again), or `none` (the engine's wait strategy is not pub/sub).
+ */
+export type SubscriberState = 'usable' | 'unusable' | 'none';
+
 /**
  * The events a {@link SingleFlightEngine} emits.
  *
@@ -103,6 +112,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   private readonly flights = new LocalFlights();
   private readonly admission: LockAdmission;
   private readonly runs: LockedRun;
+  private readonly waitStrategy: WaitStrategy;
   /** Whether traces carry the raw cache key (`traceKeys`). */
   private readonly traceKeys: boolean;
 
@@ -119,6 +129,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     const log = new ThrottledLog(options.logger, messages, options.logInterval * 1000, now);
     const results = new SharedResultStore({ client, serializer: options.serializer, messages });
     const waitStrategy = parts.waitStrategy ?? new PubSubWaitStrategy({ client });
+    this.waitStrategy = waitStrategy;
     // The subscription fails in the background, where no caller sees it: the log is where it shows.
     if (waitStrategy instanceof PubSubWaitStrategy) {
       waitStrategy.addErrorListener((error) =>
@@ -362,6 +373,12 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     trace?: FlightTrace,
   ): Promise<Awaited<T> | undefined> {
     return this.runs.promise(cacheKey, redisKey, work, settings, hooks, trace);
+  }
+
+  /** The wake-up subscriber's state now. Internal to the library (the health check reads it). */
+  async [SUBSCRIBER_STATE](): Promise<SubscriberState> {
+    if (!(this.waitStrategy instanceof PubSubWaitStrategy)) return 'none';
+    return (await this.waitStrategy.subscriberUsable()) ? 'usable' : 'unusable';
   }
 
   /** emit() that a throwing listener cannot break: listeners' errors are their own. */

@@ -197,7 +197,9 @@ describe('a stale entry (past ttl, within grace)', () => {
       ),
     );
     // Nobody waited for the 200 ms refresh: everyone got the stale value before it ended.
-    expect(served).toEqual(Array(30).fill({ value: 'v1', beforeRefreshEnded: true }));
+    expect(served).toEqual(
+      Array.from({ length: 30 }, () => ({ value: 'v1', beforeRefreshEnded: true })),
+    );
     await until(() => refreshed === 1);
     await sleep(50);
     expect(builds).toBe(2);

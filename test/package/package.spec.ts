@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as api from '../../lib/index.js';
+import * as terminus from '../../lib/terminus/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 /**
@@ -33,6 +34,8 @@ interface PackResult {
 let workDir: string;
 let packed: PackResult;
 let appDir: string;
+/** The same app without the optional peers @nestjs/terminus and @opentelemetry/api installed. */
+let bareDir: string;
 let server: RedisServer;
 
 /** Newest modification time of the files under `dir`, in ms. */
@@ -67,14 +70,18 @@ function run(command: string, args: string[], cwd: string): string {
   return result.stdout;
 }
 
-/** A CommonJS app with the tarball extracted into node_modules and the peers linked. */
-function installApp(tarball: string): string {
-  const app = join(workDir, 'app');
+/**
+ * A CommonJS app with the tarball extracted into node_modules and the peers linked, except those
+ * in `without`.
+ */
+function installApp(tarball: string, name = 'app', without: readonly string[] = []): string {
+  const app = join(workDir, name);
   const target = join(app, 'node_modules', manifest.name);
   mkdirSync(target, { recursive: true });
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'cjs-app', private: true }));
   run('tar', ['-xzf', tarball, '-C', target, '--strip-components=1'], workDir);
   for (const peer of Object.keys(manifest.peerDependencies)) {
+    if (without.includes(peer)) continue;
     const source = join(root, 'node_modules', peer);
     if (!existsSync(source)) throw new Error(`peer dependency ${peer} is not installed`);
     const link = join(app, 'node_modules', peer);
@@ -97,6 +104,10 @@ beforeAll(async () => {
   );
   [packed] = JSON.parse(out) as PackResult[];
   appDir = installApp(join(workDir, packed.filename));
+  bareDir = installApp(join(workDir, packed.filename), 'bare-app', [
+    '@nestjs/terminus',
+    '@opentelemetry/api',
+  ]);
   server = await startRedis();
 }, 120_000);
 
@@ -139,6 +150,13 @@ describe('the packed tarball', () => {
     );
   });
 
+  it('holds the nestjs-buffer-lock/terminus entry: its JavaScript and declarations', () => {
+    const files = packed.files.map((file) => file.path);
+    expect(files).toEqual(
+      expect.arrayContaining(['dist/terminus/index.js', 'dist/terminus/index.d.ts']),
+    );
+  });
+
   it('extracts to exactly the files npm listed', () => {
     const target = join(appDir, 'node_modules', manifest.name);
     const extracted = readdirSync(target, { recursive: true, withFileTypes: true })
@@ -148,8 +166,22 @@ describe('the packed tarball', () => {
   });
 });
 
-describe('a CommonJS app that installs the tarball', () => {
-  it("require('nestjs-buffer-lock') loads the ES module without a flag and RedisLockService locks through Redis", () => {
+/** What main.cjs printed: it runs once, for the tests below. */
+interface Seen {
+  node: string;
+  requireModule: boolean;
+  resolved: string;
+  version: string;
+  exports: string[];
+  terminusResolved: string;
+  terminusExports: string[];
+  health: Record<string, unknown>;
+  keysLeft: number;
+}
+let appRun: Promise<Seen> | undefined;
+
+function runApp(): Promise<Seen> {
+  appRun ??= (async () => {
     // require(esm) is on by default in every Node the engines field allows (20.19+, 22.12+); the
     // flag is only added on an older Node, for a clear failure rather than ERR_REQUIRE_ESM.
     const flags = process.features.require_module ? [] : ['--experimental-require-module'];
@@ -161,20 +193,70 @@ describe('a CommonJS app that installs the tarball', () => {
     });
     expect(result.stderr, 'the app failed or warned').toBe('');
     expect(result.status).toBe(0);
-    const seen = JSON.parse(result.stdout.trim()) as {
-      node: string;
-      requireModule: boolean;
-      resolved: string;
-      version: string;
-      exports: string[];
-      keysLeft: number;
-    };
+    return JSON.parse(result.stdout.trim()) as Seen;
+  })();
+  return appRun;
+}
+
+describe('a CommonJS app that installs the tarball', () => {
+  it("require('nestjs-buffer-lock') loads the ES module without a flag and RedisLockService locks through Redis", async () => {
+    const seen = await runApp();
     expect(seen.node).toBe(process.version);
     expect(seen.requireModule).toBe(true);
     expect(seen.resolved).toBe(join(appDir, 'node_modules', manifest.name, 'dist/index.js'));
     expect(seen.version).toBe(manifest.version);
     expect(seen.exports).toEqual(Object.keys(api).toSorted());
     expect(seen.keysLeft).toBe(0);
+  });
+
+  it("require('nestjs-buffer-lock/terminus') loads, and its health indicator reports Redis up", async () => {
+    const seen = await runApp();
+    expect(seen.terminusResolved).toBe(
+      join(appDir, 'node_modules', manifest.name, 'dist/terminus/index.js'),
+    );
+    expect(seen.terminusExports).toEqual(Object.keys(terminus).toSorted());
+    expect(seen.health).toEqual({
+      status: 'up',
+      breaker: 'closed',
+      pingMs: expect.any(Number),
+      subscriber: 'usable',
+    });
+  });
+});
+
+describe('an app without the optional peers @nestjs/terminus and @opentelemetry/api', () => {
+  const script = `
+    const library = require('nestjs-buffer-lock');
+    let terminus;
+    try {
+      require('nestjs-buffer-lock/terminus');
+      terminus = 'loaded';
+    } catch (error) {
+      terminus = error.code + ' ' + error.message.includes('@nestjs/terminus');
+    }
+    let opentelemetry;
+    try {
+      require('nestjs-buffer-lock/opentelemetry');
+      opentelemetry = 'loaded';
+    } catch (error) {
+      opentelemetry = error.code + ' ' + error.message.includes('@opentelemetry/api');
+    }
+    console.log(JSON.stringify({ exports: Object.keys(library).length, terminus, opentelemetry }));
+  `;
+
+  it('loads the root entry; only the terminus and opentelemetry entries need their peers', () => {
+    const result = spawnSync(process.execPath, ['-e', script], {
+      cwd: bareDir,
+      env: { ...process.env, NODE_OPTIONS: '' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(result.stderr).toBe('');
+    expect(JSON.parse(result.stdout.trim())).toEqual({
+      exports: Object.keys(api).length,
+      terminus: 'ERR_MODULE_NOT_FOUND true',
+      opentelemetry: 'ERR_MODULE_NOT_FOUND true',
+    });
   });
 });
 

@@ -4,13 +4,16 @@
 // BufferLockModule with a provider of its own that injects RedisLockService, and the lock
 // against the Redis at REDIS_URL, from the module and on its own with `new`. Decorators are
 // applied as functions (CommonJS JavaScript has no decorator syntax). Prints one JSON line with
-// what it saw; exits 1 on any failure.
+// what it saw; exits 1 on any failure. The `nestjs-buffer-lock/terminus` entry is required too,
+// and its health indicator checks the same Redis in an app context with TerminusModule.
 require('reflect-metadata');
 const assert = require('node:assert/strict');
 const { Inject, Injectable, Module } = require('@nestjs/common');
 const { NestFactory } = require('@nestjs/core');
 const { Redis } = require('ioredis');
+const { TerminusModule } = require('@nestjs/terminus');
 const library = require('nestjs-buffer-lock');
+const terminus = require('nestjs-buffer-lock/terminus');
 
 const { BufferLockModule, LockError, RedisLockService } = library;
 const url = process.env.REDIS_URL;
@@ -76,6 +79,7 @@ async function main() {
 
   await client.quit();
   await app.close();
+  const health = await checkHealth();
   console.log(
     JSON.stringify({
       node: process.version,
@@ -83,9 +87,30 @@ async function main() {
       resolved: require.resolve('nestjs-buffer-lock'),
       version: require('nestjs-buffer-lock/package.json').version,
       exports: Object.keys(library).toSorted(),
+      terminusResolved: require.resolve('nestjs-buffer-lock/terminus'),
+      terminusExports: Object.keys(terminus).toSorted(),
+      health,
       keysLeft: await countKeys(url),
     }),
   );
+}
+
+/** What BufferLockHealthIndicator reports in an app context with TerminusModule. */
+async function checkHealth() {
+  // oxlint-disable-next-line typescript/no-extraneous-class -- a Nest module class carries only metadata
+  class HealthModule {}
+  Module({
+    imports: [BufferLockModule.forRoot({ redis: url, namespace: 'cjs-app:' }), TerminusModule],
+    providers: [terminus.BufferLockHealthIndicator],
+  })(HealthModule);
+  const context = await NestFactory.createApplicationContext(HealthModule, { logger: false });
+  try {
+    const indicator = context.get(terminus.BufferLockHealthIndicator);
+    const result = await indicator.isHealthy();
+    return result['buffer-lock'];
+  } finally {
+    await context.close();
+  }
 }
 
 /** Keys left under the app's namespace: none once every lock is released. */
