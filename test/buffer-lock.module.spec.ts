@@ -278,6 +278,7 @@ describe('validation at bootstrap', () => {
       'breaker_open_seconds_invalid',
     ],
     ['circuitBreaker.probes zero', { circuitBreaker: { probes: 0 } }, 'breaker_probes_invalid'],
+    ["traceKeys 'yes'", { traceKeys: 'yes' }, 'trace_keys_invalid'],
   ];
   for (const [name, options, code] of cases) {
     it(`rejects ${name} with ${code}`, async () => {

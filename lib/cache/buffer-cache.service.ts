@@ -18,6 +18,14 @@ import { EntryStore } from './entry-store.js';
 import { toMilliseconds } from '../options/seconds.js';
 import { LockError } from '../errors/lock.error.js';
 import { errorText } from '../errors/error-text.js';
+import {
+  cacheChannel,
+  keyHashOf,
+  nowMs,
+  traced,
+  type CacheTrace,
+  type FlightTrace,
+} from '../telemetry/channels.js';
 
 /**
  * The events of a {@link BufferCache}, each with the cache key.
@@ -175,20 +183,42 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   }
 
   /** {@link getOrSet} with how the value was had. Internal to the library. */
-  async [LOOKUP]<T>(
+  [LOOKUP]<T>(
     key: string,
     factory: () => T | Promise<T>,
     options?: BufferCacheOptions,
   ): Promise<CacheLookup<Awaited<T>>> {
-    const settings = this.settings.of(options);
-    const lockKey = this.lockKeyOf(key);
+    let settings: CacheSettings;
+    let lockKey: string;
+    try {
+      settings = this.settings.of(options);
+      lockKey = this.lockKeyOf(key);
+    } catch (error) {
+      // Bad options or key reject, as they did before any lookup was made.
+      return Promise.reject(error);
+    }
+    // One boolean read when nobody listens: no trace object, no closure.
+    if (!cacheChannel.hasSubscribers) return this.lookup(key, lockKey, factory, settings);
+    const trace = this.traceOf(key, lockKey);
+    return traced(cacheChannel, trace, () => this.lookup(key, lockKey, factory, settings, trace));
+  }
+
+  private async lookup<T>(
+    key: string,
+    lockKey: string,
+    factory: () => T | Promise<T>,
+    settings: CacheSettings,
+    trace?: CacheTrace,
+  ): Promise<CacheLookup<Awaited<T>>> {
     const entry = await this.entries.lookup(key, lockKey);
     const now = this.now();
     if (entry && now < entry.freshUntil) {
+      if (trace) trace.role = 'hit';
       this.emit('hit', key);
       return { value: entry.value as Awaited<T>, status: 'hit' };
     }
     if (entry && now < entry.staleUntil) {
+      if (trace) trace.role = 'stale';
       this.emit('stale', key);
       const refreshed = this.refresh(key, lockKey, factory, settings);
       if (settings.timeout > 0) {
@@ -198,10 +228,33 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       return { value: entry.value as Awaited<T>, status: 'stale' };
     }
     this.emit('miss', key);
-    const built =
-      this.builds.promise<Built | undefined>(lockKey) ??
-      this.builds.startPromise(lockKey, () => this.build(key, lockKey, factory, settings, 'wait'));
-    return { value: (await built)!.value as Awaited<T>, status: 'miss' };
+    if (trace === undefined) {
+      const built =
+        this.builds.promise<Built | undefined>(lockKey) ??
+        this.builds.startPromise(lockKey, () =>
+          this.build(key, lockKey, factory, settings, 'wait'),
+        );
+      return { value: (await built)!.value as Awaited<T>, status: 'miss' };
+    }
+    trace.role = 'miss';
+    const started = nowMs();
+    const joined = this.builds.promise<Built | undefined>(lockKey);
+    if (joined) {
+      // Another call of this process builds it: this one waits for that build.
+      const value = (await joined.finally(() => (trace.waitMs = nowMs() - started)))!.value;
+      trace.built = false;
+      return { value: value as Awaited<T>, status: 'miss' };
+    }
+    const built = await this.builds.startPromise(lockKey, () =>
+      this.build(key, lockKey, factory, settings, 'wait', trace),
+    );
+    return { value: built!.value as Awaited<T>, status: 'miss' };
+  }
+
+  /** A lookup's trace: the key's hash, the key only with `traceKeys`. */
+  private traceOf(key: string, lockKey: string, role?: CacheTrace['role']): CacheTrace {
+    const keyHash = keyHashOf(lockKey);
+    return this.options.traceKeys ? { keyHash, key, role } : { keyHash, role };
   }
 
   /** The stale entry's refresh: one per process, and none while another worker refreshes it. */
@@ -215,7 +268,10 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     if (running) return running;
     if ((this.backoff.get(lockKey)?.until ?? 0) > this.now()) return Promise.resolve(undefined);
     this.emit('refresh', key);
-    const refresh = this.build(key, lockKey, factory, settings, 'skip').then(
+    const started = cacheChannel.hasSubscribers
+      ? this.tracedRefresh(key, lockKey, factory, settings)
+      : this.build(key, lockKey, factory, settings, 'skip');
+    const refresh = started.then(
       (built) => {
         this.backoff.delete(lockKey);
         return built;
@@ -231,6 +287,21 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     return refresh;
   }
 
+  /** A refresh as its own operation of the cache channel. */
+  private tracedRefresh(
+    key: string,
+    lockKey: string,
+    factory: () => unknown,
+    settings: CacheSettings,
+  ): Promise<Built | undefined> {
+    const trace = this.traceOf(key, lockKey, 'refresh');
+    return traced(cacheChannel, trace, async () => {
+      const built = await this.build(key, lockKey, factory, settings, 'skip', trace);
+      if (built === undefined) trace.outcome = 'skipped';
+      return built;
+    });
+  }
+
   /**
    * One build across processes: under the lock the store is read again (another worker may have
    * just built the entry), then the factory runs and the entry is written as the lock is released.
@@ -242,6 +313,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     factory: () => unknown,
     settings: CacheSettings,
     onBusy: 'wait' | 'skip',
+    trace?: CacheTrace,
   ): Promise<Built | undefined> {
     let payload: string | undefined;
     const fresh = async (): Promise<{ value: Built } | undefined> => {
@@ -268,11 +340,25 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       onRedisError: 'proceed',
       maxHold: undefined,
     } as const;
-    const outcome = (await this.engine[CROSS_PROCESS](key, lockKey, work, flight, {
+    // The flight's own trace gives the cache's its wait and hold.
+    const times: FlightTrace | undefined = trace && { keyHash: trace.keyHash };
+    const hooks = {
       peek: fresh,
-      release: (guard) => this.entries.writeAndRelease(guard, key, payload, settings),
-      failed: onBusy === 'skip' ? (guard) => this.holdAfterFailure(guard, lockKey) : undefined,
-    })) as Built | undefined;
+      release: (guard: LockGuard) => this.entries.writeAndRelease(guard, key, payload, settings),
+      failed:
+        onBusy === 'skip' ? (guard: LockGuard) => this.holdAfterFailure(guard, lockKey) : undefined,
+    };
+    let outcome: Built | undefined;
+    try {
+      outcome = (await this.engine[CROSS_PROCESS](key, lockKey, work, flight, hooks, times)) as
+        Built | undefined;
+    } finally {
+      if (trace && times) {
+        trace.waitMs = times.waitMs;
+        trace.holdMs = times.holdMs;
+      }
+    }
+    if (trace) trace.built = outcome?.built ?? false;
     if (outcome?.built) this.emit('built', key);
     else if (outcome && onBusy === 'wait') this.emit('shared', key);
     return outcome;

@@ -27,6 +27,7 @@ import { extendLock } from '../redis/extend-lock.js';
 import { isNodeRedisClient, nodeRedisClient } from '../redis/node-redis-client.js';
 import { acquireFencedLock } from '../redis/fencing.js';
 import { releaseLock } from '../redis/release-lock.js';
+import { keyHashOf, lockChannel, nowMs, type LockTrace } from '../telemetry/channels.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
 import { createToken } from './tokens.js';
 import { UnsentReleases } from './unsent-releases.js';
@@ -44,6 +45,57 @@ const readGuard = (value: unknown): { key: string; token: string } | undefined =
     return undefined;
   }
 };
+
+/** When each guard acquired under a lock trace was taken, for the hold time of its release. */
+const heldSince = new WeakMap<object, number>();
+
+/** The lock channel's outcome of an answered operation. */
+const outcomeOf = (operation: LockTrace['operation'], ok: unknown): LockTrace['outcome'] => {
+  if (operation === 'acquire') return ok ? 'acquired' : 'busy';
+  if (operation === 'release') return 'released';
+  return ok ? 'extended' : 'lost';
+};
+
+/**
+ * `run` as one operation of the lock channel. The tuple's error, if any, is published on the
+ * channel's error event: these operations answer with it rather than reject.
+ */
+function traceLock<R extends readonly [unknown, LockError | undefined]>(
+  operation: LockTrace['operation'],
+  redisKey: string,
+  guard: object | undefined,
+  run: () => Promise<R>,
+): Promise<R> {
+  const context: LockTrace = { operation, keyHash: keyHashOf(redisKey) };
+  const started = nowMs();
+  return lockChannel.tracePromise(async () => {
+    let result: R;
+    try {
+      result = await run();
+    } catch (error) {
+      context.durationMs = nowMs() - started;
+      context.outcome = 'failed';
+      throw error;
+    }
+    const now = nowMs();
+    context.durationMs = now - started;
+    const [ok, error] = result;
+    if (operation === 'acquire' && typeof ok === 'object' && ok !== null) heldSince.set(ok, now);
+    if (operation === 'release' && guard !== undefined) {
+      const since = heldSince.get(guard);
+      if (since !== undefined) context.holdMs = now - since;
+      if (!error) heldSince.delete(guard);
+    }
+    if (error) {
+      context.outcome = 'failed';
+      context.error = error;
+      lockChannel.error.publish(context);
+    } else {
+      context.outcome = outcomeOf(operation, ok);
+    }
+    return result;
+  }, context);
+}
 
 /** A fencing number as the script's INCR gives it: a positive safe integer. */
 const isFence = (answer: unknown): answer is number =>
@@ -195,7 +247,15 @@ export class RedisLockService {
    * `acquire` by the Redis key that `redisKey()` made, so that a caller which derived it already
    * does not derive it again. Internal to the library.
    */
-  async [ACQUIRE_KEY](redisKey: string, ttl: number = this.options.ttl): Promise<AcquireResult> {
+  [ACQUIRE_KEY](redisKey: string, ttl: number = this.options.ttl): Promise<AcquireResult> {
+    // One boolean read when nobody listens: no trace object, no closure.
+    if (lockChannel.hasSubscribers) {
+      return traceLock('acquire', redisKey, undefined, () => this.take(redisKey, ttl));
+    }
+    return this.take(redisKey, ttl);
+  }
+
+  private async take(redisKey: string, ttl: number): Promise<AcquireResult> {
     // The service's own ttl was checked when it was made: no string and regex work per call.
     const seconds = ttl === this.options.ttl ? ttl : parseSeconds(ttl);
     if (seconds === undefined) return [undefined, this.error('redis_ttl_invalid')];
@@ -243,7 +303,15 @@ export class RedisLockService {
    * taken by another holder since, is left alone and the call still succeeds. A guard whose key
    * is outside this service's namespace is refused (`redis_invalid_guard`), and nothing is sent.
    */
-  async release(given: LockGuard): Promise<ReleaseResult> {
+  release(given: LockGuard): Promise<ReleaseResult> {
+    if (lockChannel.hasSubscribers) {
+      const key = readGuard(given)?.key ?? '';
+      return traceLock('release', key, given ?? undefined, () => this.unlock(given));
+    }
+    return this.unlock(given);
+  }
+
+  private async unlock(given: LockGuard): Promise<ReleaseResult> {
     const guard = readGuard(given);
     if (!guard || !this.isOwnKey(guard.key)) return [false, this.error('redis_invalid_guard')];
     let answer: unknown;
@@ -261,7 +329,15 @@ export class RedisLockService {
    * still holds this guard's token. The watchdog of long builds uses it. A guard whose key is
    * outside this service's namespace is refused (`redis_invalid_guard`), and nothing is sent.
    */
-  async extend(given: LockGuard, ttl: number = this.options.ttl): Promise<ExtendResult> {
+  extend(given: LockGuard, ttl: number = this.options.ttl): Promise<ExtendResult> {
+    if (lockChannel.hasSubscribers) {
+      const key = readGuard(given)?.key ?? '';
+      return traceLock('extend', key, undefined, () => this.prolong(given, ttl));
+    }
+    return this.prolong(given, ttl);
+  }
+
+  private async prolong(given: LockGuard, ttl: number): Promise<ExtendResult> {
     const guard = readGuard(given);
     if (!guard || !this.isOwnKey(guard.key)) return [false, this.error('redis_invalid_guard')];
     const seconds = parseSeconds(ttl);

@@ -64,6 +64,7 @@ export const ENGLISH_MESSAGES = {
   breaker_open_seconds_invalid:
     'cache_lock circuitBreaker.openSeconds must be a positive number of seconds',
   breaker_probes_invalid: 'cache_lock circuitBreaker.probes must be a positive integer',
+  trace_keys_invalid: 'cache_lock traceKeys must be true or false',
   // @SingleFlight — thrown when the class is defined or when the method is called
   single_flight_key_invalid:
     '@SingleFlight key must be a non-empty string or a function that returns the cache key',

@@ -176,6 +176,13 @@ export class BufferLockOptionsDto extends RedisLockOptionsDto {
   /** The cache's per-call defaults (fields left out take theirs): `ttl` 60, `grace` 0, `timeout` 0. */
   @Nested(CacheOptionsDto, 'cache_defaults_invalid')
   cacheDefaults: CacheOptionsDto = new CacheOptionsDto();
+
+  /**
+   * Put the raw cache key in what the diagnostics channels publish (and so in spans), besides
+   * its hash. Keys may hold user data: default `false`, the hash only.
+   */
+  @Rule('trace_keys_invalid', (v) => typeof v === 'boolean')
+  traceKeys: boolean = false;
 }
 
 type ModuleFields = Omit<BufferLockOptionsDto, 'redis' | 'circuitBreaker' | 'cacheDefaults'>;

@@ -3,6 +3,7 @@ import type { LockGuard } from '../lock/lock-results.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { SingleFlightSettings } from '../options/buffer-lock.options.js';
 import type { SharedResultStore } from '../redis/shared-result.js';
+import { nowMs, type FlightTrace } from '../telemetry/channels.js';
 import type { LockError } from '../errors/lock.error.js';
 import type { Admission, LockAdmission, Peek, SingleFlightLock } from './admission.js';
 import { runInFlight, type FlightContext } from './flight-context.js';
@@ -45,6 +46,28 @@ export interface LockedRunParts {
   readonly onLockLost: (event: FlightLockLostEvent) => void;
 }
 
+/** What a flight's trace learns from its admission: role, lock and wait. */
+function noteAdmission(trace: FlightTrace, admission: Admission, waitMs: number): void {
+  trace.waitMs = waitMs;
+  switch (admission.kind) {
+    case 'skipped':
+      trace.role = 'waiter';
+      trace.outcome = 'skipped';
+      return;
+    case 'shared':
+      trace.role = 'shared';
+      return;
+    case 'unlocked':
+      trace.role = 'leader';
+      trace.locked = false;
+      trace.unlockedReason = admission.reason;
+      return;
+    case 'locked':
+      trace.role = 'leader';
+      trace.locked = true;
+  }
+}
+
 /** The signal of work that runs without the lock: nothing can be lost, so it never aborts. */
 const NEVER_ABORTED: AbortSignal = new AbortController().signal;
 
@@ -61,15 +84,21 @@ const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
 export class LockedRun {
   constructor(private readonly parts: LockedRunParts) {}
 
-  /** Admits the call, then runs `work` as its admission allows (or returns the shared result). */
+  /**
+   * Admits the call, then runs `work` as its admission allows (or returns the shared result).
+   * With `trace` (a subscriber listens), its role, lock and times are written into it.
+   */
   async promise<T>(
     cacheKey: string,
     redisKey: string | undefined,
     work: () => T,
     settings: SingleFlightSettings,
     hooks?: FlightHooks,
+    trace?: FlightTrace,
   ): Promise<Awaited<T> | undefined> {
+    const started = trace === undefined ? 0 : nowMs();
     const admission = await this.parts.admission.admit(cacheKey, redisKey, settings, hooks?.peek);
+    if (trace !== undefined) noteAdmission(trace, admission, nowMs() - started);
     switch (admission.kind) {
       case 'skipped':
         return undefined;
@@ -78,7 +107,13 @@ export class LockedRun {
       case 'unlocked':
         return await runInFlight(this.contextOf(cacheKey, admission, settings).context, work);
       case 'locked':
-        return await this.locked(cacheKey, admission, work, settings, hooks);
+        if (trace === undefined)
+          return await this.locked(cacheKey, admission, work, settings, hooks);
+        try {
+          return await this.locked(cacheKey, admission, work, settings, hooks);
+        } finally {
+          trace.holdMs = nowMs() - started - trace.waitMs!;
+        }
     }
   }
 
@@ -91,12 +126,15 @@ export class LockedRun {
     redisKey: string | undefined,
     work: () => Observable<T>,
     settings: SingleFlightSettings,
+    trace?: FlightTrace,
   ): Observable<T | undefined> {
     const { admission: control } = this.parts;
     return new Observable<T | undefined>((subscriber) => {
       let inner: Subscription | undefined;
       const run = async (): Promise<void> => {
+        const started = trace === undefined ? 0 : nowMs();
         const admission = await control.admit(cacheKey, redisKey, settings);
+        if (trace !== undefined) noteAdmission(trace, admission, nowMs() - started);
         if (subscriber.closed) return void control.release(admission);
         if (admission.kind === 'skipped' || admission.kind === 'shared') {
           subscriber.next(undefined);

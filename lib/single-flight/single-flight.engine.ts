@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { defer, of, throwError, type Observable } from 'rxjs';
+import { defer, finalize, of, tap, throwError, type Observable } from 'rxjs';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import {
   perCallSettings,
@@ -10,6 +10,16 @@ import {
   type SingleFlightSettings,
 } from '../options/buffer-lock.options.js';
 import { SharedResultStore } from '../redis/shared-result.js';
+import {
+  breakerChannel,
+  flightChannel,
+  keyHashOf,
+  lockLostChannel,
+  nowMs,
+  traced,
+  type FlightTrace,
+  type LockLostMessage,
+} from '../telemetry/channels.js';
 import { LockAdmission, type SingleFlightLock } from './admission.js';
 import type { CircuitBreaker, CircuitState } from './circuit-breaker.js';
 import { LocalFlights } from './local-flights.js';
@@ -103,6 +113,8 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   private readonly admission: LockAdmission;
   private readonly runs: LockedRun;
   private readonly waitStrategy: WaitStrategy;
+  /** Whether traces carry the raw cache key (`traceKeys`). */
+  private readonly traceKeys: boolean;
 
   constructor(parts: SingleFlightEngineOptions) {
     super();
@@ -112,6 +124,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     const options = resolveFlightOptions(parts.options, lock.ttl, messages);
     this.defaults = perCallSettings(options);
     this.complete.add(this.defaults);
+    this.traceKeys = options.traceKeys;
     const client = () => lock.getClient();
     const log = new ThrottledLog(options.logger, messages, options.logInterval * 1000, now);
     const results = new SharedResultStore({ client, serializer: options.serializer, messages });
@@ -134,7 +147,10 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
       log,
       circuitBreaker: options.circuitBreaker,
       now,
-      onBreakerChange: (state, previous) => this.tell('breaker', state, previous),
+      onBreakerChange: (state, previous) => {
+        if (breakerChannel.hasSubscribers) breakerChannel.publish({ state, previous });
+        this.tell('breaker', state, previous);
+      },
     });
     this.runs = new LockedRun({
       lock,
@@ -143,6 +159,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
       messages,
       log,
       onLockLost: (event) => {
+        if (lockLostChannel.hasSubscribers) lockLostChannel.publish(this.lostMessage(event));
         this.emit('lockLost', event);
         options.onLockLost?.(event);
       },
@@ -202,6 +219,8 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     // A key that is no string is not a flight: acquire reports it in the catalog's words.
     if (typeof cacheKey !== 'string') return this.runs.promise(cacheKey, undefined, work, settings);
     const redisKey = this.lock.redisKey(cacheKey);
+    // One boolean read when nobody listens: no trace object, no closure.
+    if (flightChannel.hasSubscribers) return this.tracedRun(cacheKey, redisKey, work, settings);
     const existing = this.flights.promise<Awaited<T> | undefined>(redisKey);
     if (existing) {
       if (settings.onBusy === 'skip') return Promise.resolve(undefined);
@@ -211,6 +230,43 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     return this.flights.startPromise(redisKey, () =>
       this.runs.promise(cacheKey, redisKey, work, settings),
     );
+  }
+
+  /** {@link run} as one operation of the flight channel, its role and times in its trace. */
+  private tracedRun<T>(
+    cacheKey: string,
+    redisKey: string,
+    work: () => T,
+    settings: SingleFlightSettings,
+  ): Promise<Awaited<T> | undefined> {
+    const keyHash = keyHashOf(redisKey);
+    const trace: FlightTrace = this.traceKeys ? { keyHash, key: cacheKey } : { keyHash };
+    return traced(flightChannel, trace, () => {
+      const existing = this.flights.promise<Awaited<T> | undefined>(redisKey);
+      if (existing) {
+        trace.role = 'waiter';
+        if (settings.onBusy === 'skip') {
+          trace.outcome = 'skipped';
+          return Promise.resolve(undefined);
+        }
+        if (settings.onBusy === 'throw') return Promise.reject(this.admission.busy(cacheKey));
+        const started = nowMs();
+        return existing.finally(() => {
+          trace.waitMs = nowMs() - started;
+        });
+      }
+      return this.flights.startPromise(redisKey, () =>
+        this.runs.promise(cacheKey, redisKey, work, settings, undefined, trace),
+      );
+    });
+  }
+
+  /** What the lost-lock channel publishes: the key's hash, the key only with `traceKeys`. */
+  private lostMessage(event: FlightLockLostEvent): LockLostMessage {
+    const keyHash = keyHashOf(event.key);
+    return this.traceKeys
+      ? { keyHash, key: event.cacheKey, reason: event.reason }
+      : { keyHash, reason: event.reason };
   }
 
   /**
@@ -241,6 +297,9 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
         return this.runs.observable(cacheKey, undefined, work, settings);
       }
       const redisKey = this.lock.redisKey(cacheKey);
+      if (flightChannel.hasSubscribers) {
+        return this.tracedStream(cacheKey, redisKey, work, settings);
+      }
       const existing = this.flights.stream<T | undefined>(redisKey);
       if (existing) {
         if (settings.onBusy === 'skip') return of(undefined);
@@ -253,6 +312,55 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   }
 
   /**
+   * One subscription of {@link runObservable} as one operation of the flight channel: start and
+   * end on subscription, asyncStart and asyncEnd once it completes, errors or is unsubscribed.
+   */
+  private tracedStream<T>(
+    cacheKey: string,
+    redisKey: string,
+    work: () => Observable<T>,
+    settings: SingleFlightSettings,
+  ): Observable<T | undefined> {
+    const keyHash = keyHashOf(redisKey);
+    const trace: FlightTrace = this.traceKeys ? { keyHash, key: cacheKey } : { keyHash };
+    const started = nowMs();
+    flightChannel.start.publish(trace);
+    let stream: Observable<T | undefined>;
+    const existing = this.flights.stream<T | undefined>(redisKey);
+    if (existing) {
+      trace.role = 'waiter';
+      if (settings.onBusy === 'skip') trace.outcome = 'skipped';
+      stream =
+        settings.onBusy === 'skip'
+          ? of(undefined)
+          : settings.onBusy === 'throw'
+            ? throwError(() => this.admission.busy(cacheKey))
+            : existing;
+    } else {
+      const source = this.runs.observable(cacheKey, redisKey, work, settings, trace);
+      stream = this.flights.startStream(redisKey, source);
+    }
+    flightChannel.end.publish(trace);
+    return stream.pipe(
+      tap({
+        error: (error: unknown) => {
+          trace.outcome = 'error';
+          trace.error = error;
+          flightChannel.error.publish(trace);
+        },
+      }),
+      finalize(() => {
+        // The lock is let go as this subscription ends: the hold runs until now.
+        if (trace.locked) trace.holdMs = nowMs() - started - trace.waitMs!;
+        if (trace.role === 'waiter') trace.waitMs ??= nowMs() - started;
+        trace.outcome ??= 'ok';
+        flightChannel.asyncStart.publish(trace);
+        flightChannel.asyncEnd.publish(trace);
+      }),
+    );
+  }
+
+  /**
    * One flight across processes with `hooks`, and no in-process flight: for callers that keep
    * their own (the cache). Internal to the library.
    */
@@ -262,8 +370,9 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     work: () => T,
     settings: SingleFlightSettings,
     hooks: FlightHooks,
+    trace?: FlightTrace,
   ): Promise<Awaited<T> | undefined> {
-    return this.runs.promise(cacheKey, redisKey, work, settings, hooks);
+    return this.runs.promise(cacheKey, redisKey, work, settings, hooks, trace);
   }
 
   /** The wake-up subscriber's state now. Internal to the library (the health check reads it). */

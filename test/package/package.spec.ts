@@ -34,7 +34,7 @@ interface PackResult {
 let workDir: string;
 let packed: PackResult;
 let appDir: string;
-/** The same app without the optional peer @nestjs/terminus installed. */
+/** The same app without the optional peers @nestjs/terminus and @opentelemetry/api installed. */
 let bareDir: string;
 /** The same app without ioredis (nor iovalkey, its fork): node-redis is its client. */
 let noIoredisDir: string;
@@ -90,7 +90,7 @@ function installApp(tarball: string, name = 'app', without: readonly string[] = 
     mkdirSync(dirname(link), { recursive: true });
     symlinkSync(source, link, 'dir');
   }
-  for (const script of ['main.cjs', 'without-ioredis.cjs']) {
+  for (const script of ['main.cjs', 'without-ioredis.cjs', 'opentelemetry.cjs']) {
     copyFileSync(join(root, 'test/package/app', script), join(app, script));
   }
   return app;
@@ -106,7 +106,10 @@ beforeAll(async () => {
   );
   [packed] = JSON.parse(out) as PackResult[];
   appDir = installApp(join(workDir, packed.filename));
-  bareDir = installApp(join(workDir, packed.filename), 'bare-app', ['@nestjs/terminus']);
+  bareDir = installApp(join(workDir, packed.filename), 'bare-app', [
+    '@nestjs/terminus',
+    '@opentelemetry/api',
+  ]);
   noIoredisDir = installApp(join(workDir, packed.filename), 'no-ioredis-app', [
     'ioredis',
     'iovalkey',
@@ -130,6 +133,8 @@ describe('the packed tarball', () => {
         'CHANGELOG.md',
         'dist/index.js',
         'dist/index.d.ts',
+        'dist/opentelemetry/index.js',
+        'dist/opentelemetry/index.d.ts',
       ]),
     );
     const scripts = files.filter((file) => file.startsWith('dist/') && file.endsWith('.js'));
@@ -225,7 +230,7 @@ describe('a CommonJS app that installs the tarball', () => {
   });
 });
 
-describe('an app without the optional peer @nestjs/terminus', () => {
+describe('an app without the optional peers @nestjs/terminus and @opentelemetry/api', () => {
   const script = `
     const library = require('nestjs-buffer-lock');
     let terminus;
@@ -235,10 +240,17 @@ describe('an app without the optional peer @nestjs/terminus', () => {
     } catch (error) {
       terminus = error.code + ' ' + error.message.includes('@nestjs/terminus');
     }
-    console.log(JSON.stringify({ exports: Object.keys(library).length, terminus }));
+    let opentelemetry;
+    try {
+      require('nestjs-buffer-lock/opentelemetry');
+      opentelemetry = 'loaded';
+    } catch (error) {
+      opentelemetry = error.code + ' ' + error.message.includes('@opentelemetry/api');
+    }
+    console.log(JSON.stringify({ exports: Object.keys(library).length, terminus, opentelemetry }));
   `;
 
-  it('loads the root entry; only the terminus entry needs the peer', () => {
+  it('loads the root entry; only the terminus and opentelemetry entries need their peers', () => {
     const result = spawnSync(process.execPath, ['-e', script], {
       cwd: bareDir,
       env: { ...process.env, NODE_OPTIONS: '' },
@@ -249,6 +261,7 @@ describe('an app without the optional peer @nestjs/terminus', () => {
     expect(JSON.parse(result.stdout.trim())).toEqual({
       exports: Object.keys(api).length,
       terminus: 'ERR_MODULE_NOT_FOUND true',
+      opentelemetry: 'ERR_MODULE_NOT_FOUND true',
     });
   });
 });
@@ -275,5 +288,49 @@ describe('a CommonJS app that installs the tarball without ioredis', () => {
       direct: { code: 'redis_client_missing', message: missing },
       keysLeft: 0,
     });
+  });
+});
+
+describe('a CommonJS app that loads nestjs-buffer-lock/opentelemetry', () => {
+  it('resolves the subpath to dist/opentelemetry/ and turns a flight into a span until stopped', () => {
+    const flags = process.features.require_module ? [] : ['--experimental-require-module'];
+    const result = spawnSync(process.execPath, [...flags, 'opentelemetry.cjs'], {
+      cwd: appDir,
+      env: { ...process.env, REDIS_URL: server.url, NODE_OPTIONS: '' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(result.stderr, 'the app failed or warned').toBe('');
+    expect(result.status).toBe(0);
+    const seen = JSON.parse(result.stdout.trim()) as {
+      resolved: string;
+      exports: string[];
+      value: string;
+      spans: { name: string; attributes: Record<string, unknown>; ended?: boolean }[];
+      subscribedAfterStop: boolean;
+    };
+    expect(seen.resolved).toBe(
+      join(appDir, 'node_modules', manifest.name, 'dist/opentelemetry/index.js'),
+    );
+    expect(seen.exports).toEqual([
+      'BufferLockTelemetryModule',
+      'CHANNEL_NAMES',
+      'enableBufferLockTelemetry',
+    ]);
+    expect(seen.value).toBe('built');
+    // One span: the flight before stop(); none for the one after.
+    expect(seen.spans).toEqual([
+      {
+        name: 'buffer_lock.flight',
+        ended: true,
+        attributes: expect.objectContaining({
+          'buffer_lock.role': 'leader',
+          'buffer_lock.locked': true,
+          'buffer_lock.outcome': 'ok',
+        }),
+      },
+    ]);
+    expect(JSON.stringify(seen.spans)).not.toContain('nightly-report');
+    expect(seen.subscribedAfterStop).toBe(false);
   });
 });
