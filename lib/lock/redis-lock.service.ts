@@ -132,18 +132,20 @@ const hasEval = (value: unknown): boolean =>
 class ConnectTimeout extends Error {}
 
 /**
- * Whether `error` is one the service throws inside itself for a failure it words on its own. A
+ * Whether `error` is one the library throws itself (in the service, or connectFailFast's
+ * `redis_client_missing`) for a failure the service words on its own. A
  * client's error may be a Proxy whose traps throw, even on `instanceof`: that is none of them.
  */
 const isOwnFailure = (
   error: unknown,
-): error is NoClient | UnsupportedClient | ConnectTimeout | BadReply => {
+): error is NoClient | UnsupportedClient | ConnectTimeout | BadReply | LockError => {
   try {
     return (
       error instanceof NoClient ||
       error instanceof UnsupportedClient ||
       error instanceof ConnectTimeout ||
-      error instanceof BadReply
+      error instanceof BadReply ||
+      (error instanceof LockError && error.code === 'redis_client_missing')
     );
   } catch {
     return false;
