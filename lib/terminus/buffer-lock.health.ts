@@ -116,7 +116,7 @@ export class BufferLockHealthIndicator {
     options: BufferLockHealthOptions = {},
   ): Promise<HealthIndicatorResult<Key>> {
     const timeout = this.timeoutOf(options);
-    const session = this.health.check(key);
+    const indicator = this.health.check(key);
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<typeof TIMED_OUT>((resolve) => {
       timer = setTimeout(() => resolve(TIMED_OUT), timeout);
@@ -136,8 +136,8 @@ export class BufferLockHealthIndicator {
       if (breaker === 'open') problems.push(this.messages.render('health_breaker_open'));
       const details = { breaker, pingMs, subscriber };
       return problems.length === 0
-        ? session.up(details)
-        : session.down({ ...details, message: problems.join('; ') });
+        ? indicator.up(details)
+        : indicator.down({ ...details, message: problems.join('; ') });
     } finally {
       clearTimeout(timer);
     }
