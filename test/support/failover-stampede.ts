@@ -110,3 +110,47 @@ export class FailoverStampede {
 /** The largest value, or 0. */
 export const worst = (values: readonly number[]): number =>
   values.reduce((a, b) => Math.max(a, b), 0);
+
+/** The moments of one fail-over as a test saw them (`Date.now()` ms), and what it found. */
+export interface FailoverMoments {
+  readonly killedAt: number;
+  readonly promotedAt: number;
+  /** Start of the first locked build on the promoted server. */
+  readonly firstLock: number;
+  /** When every instance's breaker (and client) was back. */
+  readonly backAt: number;
+  /** PTTL of the killed master's last lock, as the promoted server had it. */
+  readonly staleLockMs: number;
+  /** Acquires the lock gave up on that reached the promoted server after their release. */
+  readonly lateAcquires: number;
+  /** The builds of one more stampede, after the fail-over. */
+  readonly after: readonly Build[];
+}
+
+/** The figures a fail-over test prints and bounds: latencies, builds without the lock, and more. */
+export function failoverFigures(stampede: FailoverStampede, moments: FailoverMoments) {
+  const { killedAt, promotedAt, firstLock, backAt } = moments;
+  const down = stampede.builds.filter((b) => b.callStart >= killedAt && b.start < promotedAt);
+  const extra = stampede.builds.filter((b) => b.start >= firstLock && !b.locked);
+  return {
+    failoverMs: promotedAt - killedAt,
+    killToFirstLockMs: firstLock - killedAt,
+    killToEveryInstanceBackMs: backAt - killedAt,
+    staleLockMs: moments.staleLockMs,
+    worstAdmissionWhileDownMs: worst(down.map((b) => b.start - b.callStart)),
+    worstCallWhileDownMs: worst(
+      stampede.calls
+        .filter((c) => c.start >= killedAt && c.start < promotedAt)
+        .map((c) => c.end! - c.start),
+    ),
+    worstCallMs: worst(stampede.calls.map((c) => c.end! - c.start)),
+    buildsWhileDown: down.length,
+    lockedBuildsWhileDown: down.filter((b) => b.locked).length,
+    unlockedBuildsAfterFirstLock: extra.length,
+    unlockedBuildsAfterBack: extra.filter((b) => b.start > backAt).length,
+    lateAcquires: moments.lateAcquires,
+    buildsPerStampedeAfter: moments.after.length,
+    calls: stampede.calls.length,
+    unsettledCalls: stampede.calls.filter((c) => c.outcome !== 'value').length,
+  };
+}
