@@ -4,6 +4,8 @@
  */
 interface WatchedClient {
   readonly isCluster?: boolean;
+  /** ioredis's connection state: `'ready'` once connected. */
+  readonly status?: unknown;
   on?(event: 'ready', listener: () => void): unknown;
   off?(event: 'ready', listener: () => void): unknown;
   removeListener?(event: 'ready', listener: () => void): unknown;
@@ -68,7 +70,9 @@ export class BreakerRecovery {
       (client) => {
         if (watch !== this.watch || typeof client !== 'object' || client === null) return;
         this.listen(client as WatchedClient);
-        if (checks) this.check(client as WatchedClient, watch);
+        // A client that is ready already reconnected before the breaker opened: no 'ready' will
+        // come, so the first check goes out at once rather than a whole checkMs later.
+        if (checks) this.check(client as WatchedClient, watch, readyNow(client as WatchedClient));
       },
       () => {
         // No client to watch: the breaker's own clock lets the probe through.
@@ -102,22 +106,25 @@ export class BreakerRecovery {
     };
   }
 
-  private check(client: WatchedClient, watch: number): void {
+  private check(client: WatchedClient, watch: number, now = false): void {
     if (typeof client.ping !== 'function' || client.isCluster === true) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      const answered = (async () => client.ping!())();
-      answered.then(
-        () => {
-          if (watch !== this.watch) return;
-          this.back();
-          if (watch === this.watch) this.check(client, watch);
-        },
-        () => {
-          if (watch === this.watch) this.check(client, watch);
-        },
-      );
-    }, this.checkMs);
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        const answered = (async () => client.ping!())();
+        answered.then(
+          () => {
+            if (watch !== this.watch) return;
+            this.back();
+            if (watch === this.watch) this.check(client, watch);
+          },
+          () => {
+            if (watch === this.watch) this.check(client, watch);
+          },
+        );
+      },
+      now ? 0 : this.checkMs,
+    );
     // A watch never keeps the process alive.
     this.timer.unref();
   }
@@ -128,5 +135,14 @@ export class BreakerRecovery {
     } catch {
       // The owner's error is the owner's: the watch goes on.
     }
+  }
+}
+
+/** Whether `client` says it is connected now (a getter that throws says nothing). */
+function readyNow(client: WatchedClient): boolean {
+  try {
+    return client.status === 'ready';
+  } catch {
+    return false;
   }
 }

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BufferLockModule, RedisLockService, SingleFlightEngine } from '../../lib/index.js';
 import { connectFailFast } from '../../lib/redis/client-defaults.js';
 import type { CircuitState } from '../../lib/single-flight/circuit-breaker.js';
+import { BreakerRecovery } from '../../lib/single-flight/breaker-recovery.js';
 import { currentFlight } from '../../lib/single-flight/flight-context.js';
 import { MemoryLogger, until } from '../support/nest-helpers.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -186,5 +187,24 @@ describe('circuit breaker recovery: nothing is left behind at shutdown', () => {
     await sleep(1200);
     expect(await pings()).toBe(sent);
     client.disconnect();
+  });
+});
+
+describe('circuit breaker recovery: a client that is ready already when the breaker opens', () => {
+  it('is checked at once, not a whole check interval later: its ready event came before the watch', async () => {
+    const client = server.client();
+    await until(() => client.status === 'ready', 2000);
+    const before = await pings();
+    let back = 0;
+    const recovery = new BreakerRecovery({
+      client: () => Promise.resolve(client),
+      onBack: () => back++,
+      checkMs: 60_000,
+    });
+    recovery.start();
+    await until(() => back > 0, 2000);
+    recovery.close();
+    expect(back).toBe(1);
+    expect((await pings()) - before).toBe(1);
   });
 });
