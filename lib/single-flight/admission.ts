@@ -135,7 +135,18 @@ export class LockAdmission {
                 ? lock.acquire(cacheKey, settings.ttl)
                 : lock[ACQUIRE_KEY](redisKey, settings.ttl)),
             );
-      if (guard) return { kind: 'locked', guard };
+      if (guard) {
+        // A waiter that polls can read the result just before the leader's release writes it,
+        // then win the lock the release freed: it looks once more before building again.
+        if (!first && settings.share) {
+          const found = await results.read(redisKey!, cacheKey);
+          if (found.status === 'hit') {
+            await this.release({ kind: 'locked', guard });
+            return { kind: 'shared', value: found.value };
+          }
+        }
+        return { kind: 'locked', guard };
+      }
       // A waiter has seen a holder at work: Redis failing now (a restart, a dropped connection,
       // the breaker opening) is no reason to build beside it. It waits on, trying again, until
       // lockTimeout ends; only a caller that never saw the lock fails open at once.
