@@ -318,7 +318,9 @@ export class RedisLockService {
     if (!guard || !this.isOwnKey(guard.key)) return [false, this.error('redis_invalid_guard')];
     let answer: unknown;
     try {
-      answer = await this.withCommands((client) => releaseLock(client, guard.key, guard.token));
+      // Inline rather than through an async helper: one promise and microtask turn less per call.
+      if (!this.commands) await this.connect();
+      answer = await releaseLock(this.commands!, guard.key, guard.token);
     } catch (error) {
       return [false, this.failure('redis_unlock_failed', error)];
     }
@@ -346,9 +348,8 @@ export class RedisLockService {
     if (seconds === undefined) return [false, this.error('redis_ttl_invalid')];
     let answer: unknown;
     try {
-      answer = await this.withCommands((client) =>
-        extendLock(client, guard.key, guard.token, toMilliseconds(seconds)),
-      );
+      if (!this.commands) await this.connect();
+      answer = await extendLock(this.commands!, guard.key, guard.token, toMilliseconds(seconds));
     } catch (error) {
       return [false, this.failure('redis_extend_failed', error)];
     }
@@ -420,15 +421,6 @@ export class RedisLockService {
     const commands = batchingClient(client);
     this.commands = commands;
     this.unsent = new UnsentReleases(client, commands);
-  }
-
-  /**
-   * The client for the lock's own commands, connecting on first use. A callback rather than a
-   * promise of the client: a client may itself look like a promise (see `connect`).
-   */
-  private async withCommands<T>(run: (client: RedisScriptClient) => Promise<T>): Promise<T> {
-    if (!this.commands) await this.connect();
-    return run(this.commands!);
   }
 
   /**

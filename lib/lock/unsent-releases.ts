@@ -1,4 +1,5 @@
 import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import { isConnected } from '../redis/connection-status.js';
 import { releaseLock } from '../redis/release-lock.js';
 import type { LockGuard } from './lock-results.js';
 
@@ -35,7 +36,7 @@ export class UnsentReleases {
 
   /** Whether a command sent now goes out to Redis (ioredis `status` `'ready'`). */
   get connected(): boolean {
-    return (this.client as { status?: unknown }).status === 'ready';
+    return isConnected(this.client);
   }
 
   /** Keeps `guard`'s release, for at most `ttlMs`. */

@@ -1,11 +1,11 @@
+import { isConnected } from '../redis/connection-status.js';
+
 /**
  * What {@link BreakerRecovery} uses of the lock's client, if it has it: ioredis's `on`/`off` for
  * its `'ready'` event and `ping()`.
  */
 interface WatchedClient {
   readonly isCluster?: boolean;
-  /** ioredis's connection state: `'ready'` once connected. */
-  readonly status?: unknown;
   on?(event: 'ready', listener: () => void): unknown;
   off?(event: 'ready', listener: () => void): unknown;
   removeListener?(event: 'ready', listener: () => void): unknown;
@@ -72,7 +72,7 @@ export class BreakerRecovery {
         this.listen(client as WatchedClient);
         // A client that is ready already reconnected before the breaker opened: no 'ready' will
         // come, so the first check goes out at once rather than a whole checkMs later.
-        if (checks) this.check(client as WatchedClient, watch, readyNow(client as WatchedClient));
+        if (checks) this.check(client as WatchedClient, watch, isConnected(client));
       },
       () => {
         // No client to watch: the breaker's own clock lets the probe through.
@@ -135,14 +135,5 @@ export class BreakerRecovery {
     } catch {
       // The owner's error is the owner's: the watch goes on.
     }
-  }
-}
-
-/** Whether `client` says it is connected now (a getter that throws says nothing). */
-function readyNow(client: WatchedClient): boolean {
-  try {
-    return client.status === 'ready';
-  } catch {
-    return false;
   }
 }

@@ -51,3 +51,24 @@ describe('acquire: the connection breaks between the script and its reply', () =
     client.disconnect();
   });
 });
+
+describe('a client whose connection state cannot be read', () => {
+  it('still locks and releases: its state reads as not connected, and no acquire rejects', async () => {
+    const real = server.client();
+    // Every method works on the real client; only reading `status` throws.
+    const client = new Proxy(real, {
+      get(target, property) {
+        if (property === 'status') throw new Error('status is not readable');
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const lock = new RedisLockService({ redis: client, namespace: 'unreadable-state:' });
+    const [guard, error] = await lock.acquire('report');
+    expect(error).toBeUndefined();
+    expect(await admin.get(guard!.key)).toBe(guard!.token);
+    expect(await lock.release(guard!)).toEqual([true, undefined]);
+    expect(await admin.exists(guard!.key)).toBe(0);
+    real.disconnect();
+  });
+});
