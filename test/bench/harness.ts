@@ -4,6 +4,7 @@ import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import type { RedisServer } from '../support/redis-server.js';
+import type { Baseline } from './baseline.js';
 
 /** What a section gets from the runner. */
 export interface BenchContext {
@@ -13,10 +14,14 @@ export interface BenchContext {
   readonly redis: RedisServer;
   /** Appends markdown to RESULTS.md and prints it. */
   readonly report: Report;
-  /** `--filter`: run only the strategies whose names contain one of these (plus baselines). */
+  /** `--filter`: run only the strategies whose names contain one of these (and the floor, ours and a baseline). */
   readonly filter?: readonly string[];
   /** `--soak-minutes`: how long the soak section runs (default 10, `--quick` 0.5). */
   readonly soakMinutes?: number;
+  /** `--baseline`: the library built at another commit, a row of its own in sections 1 and 6. */
+  readonly baseline?: Baseline;
+  /** `--rounds`: rounds of the lock micro-benchmark (default 15, `--quick` 1). */
+  readonly rounds?: number;
 }
 
 /** Whether `name` passes `--filter` (no filter: everything does). */

@@ -3,6 +3,7 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import type { Redis } from 'ioredis';
+import { loadBaseline, type Baseline } from './baseline.js';
 import { callgrindAvailable, countInstructions, spawnUnderCallgrind } from './callgrind.js';
 import {
   commandDelta,
@@ -55,10 +56,17 @@ async function lockInstructions(
   port: number,
   warmup: number,
   pairs: number,
+  baseline: Baseline | undefined,
 ): Promise<number> {
   const worker = spawnUnderCallgrind(
     here('./instructions.worker.js'),
-    [name, String(warmup), String(pairs), String(port)],
+    [
+      name,
+      String(warmup),
+      String(pairs),
+      String(port),
+      ...(baseline ? [baseline.ref, baseline.entry] : []),
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const result = JSON.parse(await output(worker, name)) as { instructions: number; pairs: number };
@@ -137,7 +145,7 @@ async function routeInstructions(port: number, admin: Redis): Promise<Record<Rou
 export const instructionsSection: BenchSection = {
   id: 'instructions',
   title: '6. CPU instructions per operation',
-  async run({ quick, redis, report, filter }: BenchContext) {
+  async run({ quick, redis, report, filter, baseline }: BenchContext) {
     const title = `## 6. CPU instructions per operation\n\n`;
     if (!(await callgrindAvailable())) {
       report.add(`${title}Not measured: valgrind (callgrind) is not installed.\n`);
@@ -146,11 +154,16 @@ export const instructionsSection: BenchSection = {
     const admin = redis.client();
     let names: string[];
     try {
-      names = (await lockStrategies(admin))
+      const atBaseline = baseline && {
+        ref: baseline.ref,
+        Service: await loadBaseline(baseline.entry),
+      };
+      names = (await lockStrategies(admin, { baseline: atBaseline }))
         .filter(
           (s) =>
             s.kind === 'floor' ||
             s.kind === 'ours' ||
+            s.kind === 'baseline' ||
             !filter ||
             filter.some((f) => s.name.includes(f)),
         )
@@ -163,7 +176,7 @@ export const instructionsSection: BenchSection = {
     const pairs = quick ? 100 : 10_000;
     report.progress(`instructions: ${names.length} lock strategies under callgrind`);
     const perPair = await pooled(
-      names.map((name) => () => lockInstructions(name, redis.port, warmup, pairs)),
+      names.map((name) => () => lockInstructions(name, redis.port, warmup, pairs, baseline)),
       Math.max(1, cpus().length),
     );
     const floor = perPair[0]!;

@@ -1,12 +1,19 @@
 // Runs under callgrind (instructions.bench.ts): one lock strategy's acquire+release pairs at
 // concurrency 1 on distinct keys, warmed up uncounted, then counted. Prints the count as JSON.
+// Arguments: strategy name, warm-up pairs, counted pairs, Redis port, and for the baseline's row
+// the baseline's ref and built entry.
 import { Redis } from 'ioredis';
+import { loadBaseline } from './baseline.js';
 import { countInstructions } from './callgrind.js';
 import { lockStrategies } from './lock.bench.js';
 
-const [name, warmup, pairs, port] = process.argv.slice(2);
+const [name, warmup, pairs, port, baselineRef, baselineEntry] = process.argv.slice(2);
 const client = new Redis({ host: '127.0.0.1', port: Number(port) });
-const strategy = (await lockStrategies(client)).find((s) => s.name === name);
+const baseline =
+  baselineRef === undefined
+    ? undefined
+    : { ref: baselineRef, Service: await loadBaseline(baselineEntry!) };
+const strategy = (await lockStrategies(client, { baseline })).find((s) => s.name === name);
 if (!strategy) throw new Error(`no lock strategy named ${name}`);
 let next = 0;
 const run = async (count: number, prefix: string): Promise<void> => {

@@ -7,6 +7,7 @@ import { createLock, IoredisAdapter, LockAcquisitionError } from 'redlock-univer
 import { createClient } from 'redis';
 import { RedisLockService } from '../../lib/index.js';
 import type { NodeRedisConnection } from '../../lib/redis/node-redis-client.js';
+import { baselineRowName, loadBaseline, type BaselineService } from './baseline.js';
 import {
   collectGarbage,
   concat,
@@ -14,6 +15,7 @@ import {
   fmtInt,
   fmtRatio,
   median,
+  percentile,
   redisCpuSeconds,
   selected,
   summarize,
@@ -26,8 +28,8 @@ import {
 /** One way to take and give back a lock; resolves whether the lock was taken. */
 export interface LockStrategy {
   readonly name: string;
-  /** The floor, us, a peer, or a reference point that is neither. */
-  readonly kind: 'floor' | 'ours' | 'peer' | 'reference';
+  /** The floor, us, us at `--baseline`, a peer, or a reference point that is none of them. */
+  readonly kind: 'floor' | 'ours' | 'baseline' | 'peer' | 'reference';
   pair(key: string): Promise<boolean>;
 }
 
@@ -60,15 +62,23 @@ const serviceStrategy = (
   },
 });
 
+/** The rows beyond the peers and us that a run may add. */
+export interface ExtraLockRows {
+  /** A client made with `enableAutoPipelining: true`: our service on it. */
+  readonly autoPipelined?: Redis;
+  /** A node-redis 6 client on the same server: our service on it. */
+  readonly nodeRedis?: NodeRedisConnection;
+  /** `--baseline`: the service as built at another commit, on `client` too. */
+  readonly baseline?: { readonly ref: string; readonly Service: BaselineService };
+}
+
 /**
- * The peers and us, all on `client`, every one without retries or waiting. With `autoPipelined`
- * (a client made with `enableAutoPipelining: true`), one more row: our service on that client;
- * with `nodeRedis` (a node-redis 6 client on the same server), one more: our service on it.
+ * The peers and us, all on `client`, every one without retries or waiting, and the rows of
+ * `extra`.
  */
 export async function lockStrategies(
   client: Redis,
-  autoPipelined?: Redis,
-  nodeRedis?: NodeRedisConnection,
+  { autoPipelined, nodeRedis, baseline }: ExtraLockRows = {},
 ): Promise<LockStrategy[]> {
   await client.script('LOAD', COMPARE_AND_DELETE.source);
   let next = 0;
@@ -119,6 +129,20 @@ export async function lockStrategies(
         ),
       ]
     : [];
+  // The same row as ours, on the same client, with the library of another commit.
+  const atBaseline = baseline
+    ? [
+        serviceStrategy(
+          baselineRowName(baseline.ref),
+          'baseline',
+          new baseline.Service({
+            redis: client,
+            namespace: 'bench:baseline:',
+            ttl: TTL_MS / 1000,
+          }),
+        ),
+      ]
+    : [];
   const redlock = new Redlock([client], { retryCount: 0 });
   const adapter = new IoredisAdapter(client);
   const universal = (mode: 'standard' | 'lean'): LockStrategy => ({
@@ -147,6 +171,7 @@ export async function lockStrategies(
       },
     },
     serviceStrategy('RedisLockService', 'ours', ours),
+    ...atBaseline,
     serviceStrategy('RedisLockService, unbatched', 'reference', unbatched),
     ...autoPipelining,
     ...onNodeRedis,
@@ -251,6 +276,50 @@ async function load(
   };
 }
 
+/**
+ * A 95 % confidence interval for the median of `sorted` (ascending) that assumes nothing of the
+ * distribution: the k-th smallest and k-th largest value, for the largest k with
+ * P(Binomial(n, ½) < k) ≤ 2.5 %. `undefined` below 6 values, where no such k exists.
+ */
+function medianInterval(sorted: readonly number[]): [number, number] | undefined {
+  const n = sorted.length;
+  let k = 0;
+  let below = 0; // P(X < k + 1), built up term by term
+  let term = 0.5 ** n; // P(X = 0)
+  for (let i = 0; i < n; i++) {
+    if (below + term > 0.025) break;
+    below += term;
+    k = i + 1;
+    term *= (n - i) / (i + 1);
+  }
+  return k === 0 ? undefined : [sorted[k - 1]!, sorted[n - k]!];
+}
+
+/**
+ * Our row over the baseline's, round by round: both ratios come from the same round, each over
+ * the floor runs beside it, so the machine's drift between rounds cancels out of their quotient.
+ */
+function againstBaseline(
+  ours: LockStrategy,
+  baseline: LockStrategy,
+  ratios: ReadonlyMap<LockStrategy, number[]>,
+  results: ReadonlyMap<LockStrategy, RoundResult[]>,
+): string {
+  const mine = ratios.get(ours)!;
+  const theirs = ratios.get(baseline)!;
+  const quotients = mine.map((ratio, i) => ratio / theirs[i]!).sort((a, b) => a - b);
+  const cpu = (strategy: LockStrategy): string =>
+    fmt(median(results.get(strategy)!.map((r) => r.nodeCpuUs)), 1);
+  const interval = medianInterval(quotients);
+  return (
+    `${ours.name} over ${baseline.name}, round by round: median ${fmtRatio(median(quotients))} ` +
+    `(95 % confidence ${interval ? interval.map(fmtRatio).join('–') : 'needs 6 rounds or more'}), ` +
+    `middle half ${fmtRatio(percentile(quotients, 25))}–${fmtRatio(percentile(quotients, 75))}, ` +
+    `${quotients.filter((q) => q >= 1).length} of ${quotients.length} rounds at 1.00× or more; ` +
+    `Node µs CPU/pair ${cpu(ours)} vs ${cpu(baseline)}.\n`
+  );
+}
+
 export const lockSection: BenchSection = {
   id: 'lock',
   title: '1. Lock micro-benchmark',
@@ -262,8 +331,18 @@ export const lockSection: BenchSection = {
     const nodeRedis = createClient({ url: redis.url });
     nodeRedis.on('error', () => {});
     await nodeRedis.connect();
-    const strategies = (await lockStrategies(client, autoPipelined, nodeRedis)).filter(
-      (s) => s.kind === 'floor' || selected(context, s.name),
+    const baseline = context.baseline && {
+      ref: context.baseline.ref,
+      Service: await loadBaseline(context.baseline.entry),
+    };
+    const strategies = (
+      await lockStrategies(client, { autoPipelined, nodeRedis, baseline })
+    ).filter(
+      (s) =>
+        s.kind === 'floor' ||
+        s.kind === 'ours' ||
+        s.kind === 'baseline' ||
+        selected(context, s.name),
     );
     const scenarios: Scenario[] = [
       { name: 'c=1, distinct keys', concurrency: 1, hot: false },
@@ -272,7 +351,7 @@ export const lockSection: BenchSection = {
       { name: 'c=64, one hot key', concurrency: 64, hot: true },
     ];
     // Many short rounds: the median of per-round ratios shrugs off a busy neighbour's bursts.
-    const rounds = quick ? 1 : 15;
+    const rounds = context.rounds ?? (quick ? 1 : 15);
     const durationMs = quick ? 100 : 300;
     const floorStrategy = strategies.find((s) => s.kind === 'floor')!;
     const others = strategies.filter((s) => s !== floorStrategy);
@@ -296,7 +375,13 @@ export const lockSection: BenchSection = {
         `auto-pipelining row is RedisLockService on a connection of its own made with ioredis ` +
         `\`enableAutoPipelining: true\`, where the service leaves batching to ioredis. The node-redis ` +
         `row is RedisLockService on a node-redis 6 client (\`createClient()\`) of its own, on the ` +
-        `same server: node-redis writes the commands of one event-loop turn together.\n`,
+        `same server: node-redis writes the commands of one event-loop turn together.` +
+        (baseline
+          ? ` The row "${baselineRowName(baseline.ref)}" is the same service on the same client, ` +
+            `built from commit ${context.baseline!.commit} (\`--baseline\`); under each table, our ` +
+            `row over it, from the two ratios of each round.`
+          : '') +
+        `\n`,
     );
     for (const scenario of scenarios) {
       report.progress(`lock: ${scenario.name}`);
@@ -362,6 +447,11 @@ export const lockSection: BenchSection = {
             rows.map((r) => r.cells),
           ),
       );
+      const baselineRow = rows.find((r) => r.strategy.kind === 'baseline');
+      const oursRow = rows.find((r) => r.strategy.kind === 'ours');
+      if (baselineRow && oursRow) {
+        report.add(againstBaseline(oursRow.strategy, baselineRow.strategy, ratios, results));
+      }
       if (!scenario.hot) {
         const ours = rows.find((r) => r.strategy.kind === 'ours');
         const peers = rows.filter((r) => r.strategy.kind === 'peer');

@@ -15,6 +15,7 @@ import {
   type BenchSection,
   stealShare,
 } from './harness.js';
+import { buildBaseline } from './baseline.js';
 import { cacheSection } from './cache.bench.js';
 import { instructionsSection } from './instructions.bench.js';
 import { lockSection } from './lock.bench.js';
@@ -45,6 +46,8 @@ const { values } = parseArgs({
     out: { type: 'string' },
     filter: { type: 'string' },
     'soak-minutes': { type: 'string' },
+    baseline: { type: 'string' },
+    rounds: { type: 'string' },
   },
 });
 const quick = values.quick ?? false;
@@ -55,11 +58,16 @@ const soakMinutes =
 if (soakMinutes !== undefined && !(soakMinutes > 0)) {
   throw new Error(`--soak-minutes must be a positive number, not ${values['soak-minutes']}`);
 }
+const rounds = values.rounds === undefined ? undefined : Number(values.rounds);
+if (rounds !== undefined && !(Number.isInteger(rounds) && rounds > 0)) {
+  throw new Error(`--rounds must be a positive integer, not ${values.rounds}`);
+}
 /** A section runs when named in --only, or, unless it is opt-in (the soak), when none is named. */
 const runs = (section: BenchSection): boolean =>
   only ? only.includes(section.id) : section.optIn !== true;
-// A quick run is a smoke test, and a run of opt-in sections alone (the soak) measures nothing
-// RESULTS.md quotes: neither overwrites the committed full results.
+// A quick run is a smoke test, a run of opt-in sections alone (the soak) measures nothing
+// RESULTS.md quotes, and a run against a baseline compares two builds: none of them overwrites
+// the committed full results.
 const soakOnly = SECTIONS.filter(runs).every((section) => section.optIn === true);
 const out = resolve(
   repoRoot,
@@ -68,11 +76,16 @@ const out = resolve(
       ? '.build/bench-results.quick.md'
       : soakOnly
         ? '.build/bench-results.soak.md'
-        : 'test/bench/RESULTS.md'),
+        : values.baseline !== undefined
+          ? '.build/bench-results.baseline.md'
+          : 'test/bench/RESULTS.md'),
 );
 
 async function main(): Promise<number> {
   const started = Date.now();
+  // Built before anything is timed: tsc takes seconds.
+  const baseline =
+    values.baseline === undefined ? undefined : buildBaseline(repoRoot, values.baseline);
   const redis = await startRedis();
   const report = new Report();
   const admin = redis.client();
@@ -91,7 +104,7 @@ async function main(): Promise<number> {
       // Node alone takes about 17 s to start under valgrind: a quick run that must stay under a
       // minute leaves the instruction counts out unless asked (--only=instructions; CI does).
       if (quick && !only && section === instructionsSection) continue;
-      const context: BenchContext = { quick, redis, report, filter, soakMinutes };
+      const context: BenchContext = { quick, redis, report, filter, soakMinutes, baseline, rounds };
       const sectionStart = { ticks: cpuTicks(), at: Date.now() };
       try {
         await section.run(context);
