@@ -307,7 +307,7 @@ function againstBaseline(
 ): string {
   const mine = ratios.get(ours)!;
   const theirs = ratios.get(baseline)!;
-  const quotients = mine.map((ratio, i) => ratio / theirs[i]!).sort((a, b) => a - b);
+  const quotients = mine.map((ratio, i) => ratio / theirs[i]!).toSorted((a, b) => a - b);
   const cpu = (strategy: LockStrategy): string =>
     fmt(median(results.get(strategy)!.map((r) => r.nodeCpuUs)), 1);
   const interval = medianInterval(quotients);
