@@ -1,16 +1,15 @@
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RedisLockService } from '../../lib/index.js';
 import type { WorkerEvent } from '../multi-process/flight.protocol.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
 import {
   builds,
   calls,
-  compileWorkers,
+  faultRig,
   figures,
   overlapping,
   sleep,
-  startWorkers,
+  startHolderAndWaiters,
   type Call,
   type FaultWorker,
 } from './fault-helpers.js';
@@ -30,27 +29,18 @@ const BLOCK_MS = 1500;
 
 const NS = 'blocked:';
 
-let server: RedisServer;
 let admin: Redis;
 /** Only for the Redis key of a cache key (`redisKey`). */
 let lockKeys: RedisLockService;
-let workers: FaultWorker[] = [];
-beforeAll(async () => {
-  await compileWorkers();
-  server = await startRedis();
+const rig = faultRig((server) => {
   admin = server.client();
   lockKeys = new RedisLockService({ redis: admin, namespace: NS });
-  const env = { REDIS_URL: server.url, NS, CLIENT: 'fail-fast', REPORT: '1' };
-  workers = (
-    await Promise.all([
-      startWorkers(1, { ...env, TTL: String(HOLDER_TTL), LOCK_TIMEOUT: '0.5' }),
-      startWorkers(2, { ...env, TTL: String(WAITER_TTL), LOCK_TIMEOUT: String(WAITER_TTL - 1) }),
-    ])
-  ).flat();
-}, 120_000);
-afterAll(async () => {
-  await Promise.all(workers.map((w) => w.stop()));
-  await server.stop();
+  return startHolderAndWaiters(
+    server,
+    NS,
+    { ttl: HOLDER_TTL, lockTimeout: 0.5 },
+    { ttl: WAITER_TTL, lockTimeout: WAITER_TTL - 1 },
+  );
 });
 
 type Event<K extends WorkerEvent['event']> = Extract<WorkerEvent, { event: K }>;
@@ -89,7 +79,7 @@ interface Stall {
  * waiters (3 callers each) arrive during the stall, and the new holder builds for `buildMs`.
  */
 async function stall(key: string, afterMs: number, buildMs: number): Promise<Stall> {
-  const [holder, ...waiters] = workers as [FaultWorker, ...FaultWorker[]];
+  const [holder, ...waiters] = rig.workers as [FaultWorker, ...FaultWorker[]];
   const began = holder.events.length;
   const held = calls(holder, {
     cmd: 'calls',
@@ -122,7 +112,7 @@ function expectNewHolderUntouched({
   const old = eventsOf(holder, 'built', key)[0]!.build;
   const lost = eventsOf(holder, 'lockLost', key);
   const newHolder = waiters.flatMap((w) => eventsOf(w, 'acquired', key));
-  const all = builds(workers).filter((b) => b.key === key);
+  const all = builds(rig.workers).filter((b) => b.key === key);
   figures(`holder event loop blocked ${BLOCK_MS} ms (ttl ${HOLDER_TTL * 1000} ms), ${key}`, {
     lockLostAfterWakeMs: lost[0] ? lost[0].at - (old.startedAt + 50 + BLOCK_MS) : 'none',
     builds: all.length,

@@ -2,8 +2,10 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
 import type { Build, Call, Command, Reply } from '../multi-process/flight.protocol.js';
 import { Worker } from '../multi-process/flight.workers.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 /** The repository root. */
 const root = new URL('../..', import.meta.url).pathname;
@@ -73,6 +75,123 @@ export function startWorkers(count: number, env: Record<string, string>): Promis
   return Promise.all(
     Array.from({ length: count }, () => Worker.start<Command, Reply>(env, FAULT_WORKER)),
   );
+}
+
+/** A Redis server and the workers on it, for the tests of one file (set before they run). */
+export interface FaultRig {
+  readonly server: RedisServer;
+  readonly workers: FaultWorker[];
+}
+
+/**
+ * Before the file's tests: compiles the workers, starts a Redis server and the workers `start`
+ * makes on it. After them: stops the workers, then `close` (what `start` opened besides), then the
+ * server, resumed first in case a test left it paused (SIGSTOP).
+ */
+export function faultRig(
+  start: (server: RedisServer) => Promise<FaultWorker[]>,
+  close?: () => Promise<void>,
+): FaultRig {
+  let server: RedisServer;
+  let workers: FaultWorker[] = [];
+  beforeAll(async () => {
+    await compileWorkers();
+    server = await startRedis();
+    workers = await start(server);
+  }, 120_000);
+  afterAll(async () => {
+    server.resume();
+    await Promise.all(workers.map((w) => w.stop()));
+    await close?.();
+    await server.stop();
+  });
+  return {
+    get server() {
+      return server;
+    },
+    get workers() {
+      return workers;
+    },
+  };
+}
+
+/** A holder's or waiters' lock settings, in seconds. */
+export interface LockSettings {
+  readonly ttl: number;
+  readonly lockTimeout: number;
+}
+
+/**
+ * One holder and two waiters on the fail-fast client, reporting their builds and lock events
+ * (REPORT=1), the holder first.
+ */
+export async function startHolderAndWaiters(
+  server: RedisServer,
+  ns: string,
+  holder: LockSettings,
+  waiters: LockSettings,
+): Promise<FaultWorker[]> {
+  const env = { REDIS_URL: server.url, NS: ns, CLIENT: 'fail-fast', REPORT: '1' };
+  const settings = ({ ttl, lockTimeout }: LockSettings): Record<string, string> => ({
+    TTL: String(ttl),
+    LOCK_TIMEOUT: String(lockTimeout),
+  });
+  const started = await Promise.all([
+    startWorkers(1, { ...env, ...settings(holder) }),
+    startWorkers(2, { ...env, ...settings(waiters) }),
+  ]);
+  return started.flat();
+}
+
+/** The load tests' client commandTimeout, in ms. */
+export const COMMAND_TIMEOUT = 400;
+/** How long a fault under load lasts. */
+export const FAULT_MS = 1500;
+/** Load before the fault, and after it. */
+const BEFORE_MS = 300;
+const AFTER_MS = 1200;
+
+/** 3 workers for a load on the fail-fast client with COMMAND_TIMEOUT, through `url`. */
+export function startLoadWorkers(url: string, ns: string): Promise<FaultWorker[]> {
+  return startWorkers(3, {
+    REDIS_URL: url,
+    NS: ns,
+    TTL: '2',
+    LOCK_TIMEOUT: '1',
+    CLIENT: 'fail-fast',
+    COMMAND_TIMEOUT: String(COMMAND_TIMEOUT),
+  });
+}
+
+/**
+ * Runs 4 loops of calls a worker (keys of its own, under `${prefix}${i}:`) from BEFORE_MS before
+ * a fault of FAULT_MS (from `fault.begin()` to `fault.end()`) to AFTER_MS after it, and prints
+ * the figures as `name`'s.
+ */
+export async function loadAcrossFault(
+  workers: readonly FaultWorker[],
+  prefix: string,
+  name: string,
+  fault: { begin(): void; end(): void },
+): Promise<LoadFigures> {
+  const loads = workers.map((worker, i) =>
+    calls(worker, {
+      cmd: 'load',
+      prefix: `${prefix}${i}:`,
+      loops: 4,
+      durationMs: BEFORE_MS + FAULT_MS + AFTER_MS,
+      gapMs: 20,
+    }),
+  );
+  await sleep(BEFORE_MS);
+  const from = Date.now();
+  fault.begin();
+  await sleep(FAULT_MS);
+  fault.end();
+  const to = Date.now();
+  const seen = loadFigures((await Promise.all(loads)).flat(), from, to);
+  figures(`${name} ${FAULT_MS} ms (commandTimeout ${COMMAND_TIMEOUT} ms)`, { ...seen });
+  return seen;
 }
 
 /** SIGKILLs a worker and waits for it to exit. */

@@ -1,17 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { WorkerEvent } from '../multi-process/flight.protocol.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
 import {
   builds,
   calls,
-  compileWorkers,
+  faultRig,
   figures,
   killWorker,
   overlapping,
   sleep,
-  startWorkers,
+  startHolderAndWaiters,
   type Call,
-  type FaultWorker,
 } from './fault-helpers.js';
 
 /**
@@ -27,34 +25,21 @@ const WAITER_TTL = 4;
 const WAITER_LOCK_TIMEOUT = 3;
 const BUILD_MS = 600;
 
-let server: RedisServer;
-let workers: FaultWorker[] = [];
-beforeAll(async () => {
-  await compileWorkers();
-  server = await startRedis();
-  const env = { REDIS_URL: server.url, NS: 'holder-death:', CLIENT: 'fail-fast', REPORT: '1' };
-  workers = (
-    await Promise.all([
-      startWorkers(1, { ...env, TTL: String(HOLDER_TTL), LOCK_TIMEOUT: '1' }),
-      startWorkers(2, {
-        ...env,
-        TTL: String(WAITER_TTL),
-        LOCK_TIMEOUT: String(WAITER_LOCK_TIMEOUT),
-      }),
-    ])
-  ).flat();
-}, 120_000);
-afterAll(async () => {
-  await Promise.all(workers.map((w) => w.stop()));
-  await server.stop();
-});
+const rig = faultRig((server) =>
+  startHolderAndWaiters(
+    server,
+    'holder-death:',
+    { ttl: HOLDER_TTL, lockTimeout: 1 },
+    { ttl: WAITER_TTL, lockTimeout: WAITER_LOCK_TIMEOUT },
+  ),
+);
 
 const began = (events: readonly WorkerEvent[]): Extract<WorkerEvent, { event: 'began' }>[] =>
   events.flatMap((e) => (e.event === 'began' ? [e] : []));
 
 describe('the holder (a worker process) killed (SIGKILL) mid-build', () => {
   it('a waiter in another process builds once the TTL ended, and no two builds overlap', async () => {
-    const [holder, ...waiters] = workers;
+    const [holder, ...waiters] = rig.workers;
     const key = 'report';
     void calls(holder!, { cmd: 'calls', key, callers: 3, buildMs: 5000 }).catch(() => {});
     while (began(holder!.events).length === 0) await sleep(5);

@@ -1,15 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { describe, expect, it } from 'vitest';
 import { startTcpProxy, type ProxyMode, type TcpProxy } from '../support/tcp-proxy.js';
 import {
-  calls,
-  compileWorkers,
-  figures,
-  loadFigures,
+  COMMAND_TIMEOUT,
+  faultRig,
+  loadAcrossFault,
+  startLoadWorkers,
   type LoadFigures,
-  sleep,
-  startWorkers,
-  type FaultWorker,
 } from './fault-helpers.js';
 
 /**
@@ -19,57 +15,24 @@ import {
  * with 4 loops of @SingleFlight calls on keys of their own, on the module's fail-fast client.
  */
 
-const COMMAND_TIMEOUT = 400;
-const FAULT_MS = 1500;
-const BEFORE_MS = 300;
-const AFTER_MS = 1200;
-
-let server: RedisServer;
 let proxy: TcpProxy;
-let workers: FaultWorker[] = [];
-beforeAll(async () => {
-  await compileWorkers();
-  server = await startRedis();
-  proxy = await startTcpProxy(server.port);
-  workers = await startWorkers(3, {
-    REDIS_URL: proxy.url,
-    NS: 'partition:',
-    TTL: '2',
-    LOCK_TIMEOUT: '1',
-    CLIENT: 'fail-fast',
-    COMMAND_TIMEOUT: String(COMMAND_TIMEOUT),
-  });
-}, 120_000);
-afterAll(async () => {
-  await Promise.all(workers.map((w) => w.stop()));
-  await proxy.close();
-  await server.stop();
-});
+const rig = faultRig(
+  async (server) => {
+    proxy = await startTcpProxy(server.port);
+    return startLoadWorkers(proxy.url, 'partition:');
+  },
+  () => proxy.close(),
+);
 
 /** Runs the load across a fault the proxy makes for FAULT_MS, then passes traffic again. */
-async function acrossFault(mode: ProxyMode, prefix: string): Promise<LoadFigures> {
-  const loads = workers.map((worker, i) =>
-    calls(worker, {
-      cmd: 'load',
-      prefix: `${prefix}${i}:`,
-      loops: 4,
-      durationMs: BEFORE_MS + FAULT_MS + AFTER_MS,
-      gapMs: 20,
-    }),
-  );
-  await sleep(BEFORE_MS);
-  const from = Date.now();
-  proxy.setMode(mode);
-  await sleep(FAULT_MS);
-  connectionsAtEnd = proxy.connections;
-  proxy.setMode({ kind: 'pass' });
-  const to = Date.now();
-  const all = (await Promise.all(loads)).flat();
-  const seen = loadFigures(all, from, to);
-  figures(`partition (${mode.kind}) ${FAULT_MS} ms (commandTimeout ${COMMAND_TIMEOUT} ms)`, {
-    ...seen,
+function acrossFault(mode: ProxyMode, prefix: string): Promise<LoadFigures> {
+  return loadAcrossFault(rig.workers, prefix, `partition (${mode.kind})`, {
+    begin: () => proxy.setMode(mode),
+    end: () => {
+      connectionsAtEnd = proxy.connections;
+      proxy.setMode({ kind: 'pass' });
+    },
   });
-  return seen;
 }
 
 /** Connections through the proxy just before traffic passed again. */
