@@ -172,6 +172,25 @@ describe('the packed tarball', () => {
   });
 });
 
+/**
+ * Runs `script` in the app at `dir` against the test Redis; it must exit cleanly and print nothing
+ * but its JSON, which is returned.
+ */
+function runApp<T>(dir: string, script: string): T {
+  // require(esm) is on by default in every Node the engines field allows (20.19+, 22.12+); the
+  // flag is only added on an older Node, for a clear failure rather than ERR_REQUIRE_ESM.
+  const flags = process.features.require_module ? [] : ['--experimental-require-module'];
+  const result = spawnSync(process.execPath, [...flags, script], {
+    cwd: dir,
+    env: { ...process.env, REDIS_URL: server.url, NODE_OPTIONS: '' },
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+  expect(result.stderr, 'the app failed or warned').toBe('');
+  expect(result.status).toBe(0);
+  return JSON.parse(result.stdout.trim()) as T;
+}
+
 /** What main.cjs printed: it runs once, for the tests below. */
 interface Seen {
   node: string;
@@ -186,27 +205,14 @@ interface Seen {
 }
 let appRun: Promise<Seen> | undefined;
 
-function runApp(): Promise<Seen> {
-  appRun ??= (async () => {
-    // require(esm) is on by default in every Node the engines field allows (20.19+, 22.12+); the
-    // flag is only added on an older Node, for a clear failure rather than ERR_REQUIRE_ESM.
-    const flags = process.features.require_module ? [] : ['--experimental-require-module'];
-    const result = spawnSync(process.execPath, [...flags, 'main.cjs'], {
-      cwd: appDir,
-      env: { ...process.env, REDIS_URL: server.url, NODE_OPTIONS: '' },
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
-    expect(result.stderr, 'the app failed or warned').toBe('');
-    expect(result.status).toBe(0);
-    return JSON.parse(result.stdout.trim()) as Seen;
-  })();
+function runMain(): Promise<Seen> {
+  appRun ??= (async () => runApp<Seen>(appDir, 'main.cjs'))();
   return appRun;
 }
 
 describe('a CommonJS app that installs the tarball', () => {
   it("require('nestjs-buffer-lock') loads the ES module without a flag and RedisLockService locks through Redis", async () => {
-    const seen = await runApp();
+    const seen = await runMain();
     expect(seen.node).toBe(process.version);
     expect(seen.requireModule).toBe(true);
     expect(seen.resolved).toBe(join(appDir, 'node_modules', manifest.name, 'dist/index.js'));
@@ -216,7 +222,7 @@ describe('a CommonJS app that installs the tarball', () => {
   });
 
   it("require('nestjs-buffer-lock/terminus') loads, and its health indicator reports Redis up", async () => {
-    const seen = await runApp();
+    const seen = await runMain();
     expect(seen.terminusResolved).toBe(
       join(appDir, 'node_modules', manifest.name, 'dist/terminus/index.js'),
     );
@@ -268,17 +274,8 @@ describe('an app without the optional peers @nestjs/terminus and @opentelemetry/
 
 describe('a CommonJS app that installs the tarball without ioredis', () => {
   it('loads the library, locks through a node-redis client, an eval()-only client and memory:// (logging its start-up line), and a client by URL fails with redis_client_missing', () => {
-    const flags = process.features.require_module ? [] : ['--experimental-require-module'];
-    const result = spawnSync(process.execPath, [...flags, 'without-ioredis.cjs'], {
-      cwd: noIoredisDir,
-      env: { ...process.env, REDIS_URL: server.url, NODE_OPTIONS: '' },
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
-    expect(result.stderr, 'the app failed or warned').toBe('');
-    expect(result.status).toBe(0);
     const missing = api.ENGLISH_MESSAGES.redis_client_missing;
-    expect(JSON.parse(result.stdout.trim())).toEqual({
+    expect(runApp(noIoredisDir, 'without-ioredis.cjs')).toEqual({
       ioredisFound: false,
       nodeRedis: true,
       scripts: true,
@@ -293,22 +290,13 @@ describe('a CommonJS app that installs the tarball without ioredis', () => {
 
 describe('a CommonJS app that loads nestjs-buffer-lock/opentelemetry', () => {
   it('resolves the subpath to dist/opentelemetry/ and turns a flight into a span until stopped', () => {
-    const flags = process.features.require_module ? [] : ['--experimental-require-module'];
-    const result = spawnSync(process.execPath, [...flags, 'opentelemetry.cjs'], {
-      cwd: appDir,
-      env: { ...process.env, REDIS_URL: server.url, NODE_OPTIONS: '' },
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
-    expect(result.stderr, 'the app failed or warned').toBe('');
-    expect(result.status).toBe(0);
-    const seen = JSON.parse(result.stdout.trim()) as {
+    const seen = runApp<{
       resolved: string;
       exports: string[];
       value: string;
       spans: { name: string; attributes: Record<string, unknown>; ended?: boolean }[];
       subscribedAfterStop: boolean;
-    };
+    }>(appDir, 'opentelemetry.cjs');
     expect(seen.resolved).toBe(
       join(appDir, 'node_modules', manifest.name, 'dist/opentelemetry/index.js'),
     );
