@@ -25,6 +25,7 @@ import type { CircuitBreaker, CircuitState } from './circuit-breaker.js';
 import { LocalFlights } from './local-flights.js';
 import { LockedRun, type FlightHooks, type FlightLockLostEvent } from './locked-run.js';
 import { PubSubWaitStrategy } from './pubsub-wait.strategy.js';
+import { SettingsResolver } from './settings-resolver.js';
 import { ThrottledLog } from './throttled-log.js';
 import type { WaitStrategy } from './wait-strategy.js';
 
@@ -106,9 +107,7 @@ export interface SingleFlightEngineOptions {
  */
 export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   private readonly lock: SingleFlightLock;
-  private readonly defaults: SingleFlightSettings;
-  /** Settings objects made by {@link settingsFor}: complete, so used as they are. */
-  private readonly complete = new WeakSet<SingleFlightSettings>();
+  private readonly settings: SettingsResolver;
   private readonly flights = new LocalFlights();
   private readonly admission: LockAdmission;
   private readonly runs: LockedRun;
@@ -122,8 +121,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     this.lock = lock;
     const messages = parts.messages ?? new BufferLockMessages();
     const options = resolveFlightOptions(parts.options, lock.ttl, messages);
-    this.defaults = perCallSettings(options);
-    this.complete.add(this.defaults);
+    this.settings = new SettingsResolver(perCallSettings(options));
     this.traceKeys = options.traceKeys;
     const client = () => lock.getClient();
     const log = new ThrottledLog(options.logger, messages, options.logInterval * 1000, now);
@@ -192,15 +190,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
    * (a decorated method) keep the result and pass it to {@link run}: it is then used as it is.
    */
   settingsFor(options?: SingleFlightOptions | SingleFlightSettings): SingleFlightSettings {
-    if (options === undefined || this.complete.has(options as SingleFlightSettings)) {
-      return (options as SingleFlightSettings | undefined) ?? this.defaults;
-    }
-    const settings: Record<string, unknown> = { ...this.defaults };
-    for (const [key, value] of Object.entries(options)) {
-      if (value !== undefined) settings[key] = value;
-    }
-    this.complete.add(settings as SingleFlightSettings);
-    return settings as SingleFlightSettings;
+    return this.settings.resolve(options);
   }
 
   /**
@@ -215,7 +205,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     work: () => T,
     options?: SingleFlightOptions | SingleFlightSettings,
   ): Promise<Awaited<T> | undefined> {
-    const settings = this.settingsFor(options);
+    const settings = this.settings.resolve(options);
     // A key that is no string is not a flight: acquire reports it in the catalog's words.
     if (typeof cacheKey !== 'string') return this.runs.promise(cacheKey, undefined, work, settings);
     const redisKey = this.lock.redisKey(cacheKey);
@@ -291,7 +281,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     options?: SingleFlightOptions | SingleFlightSettings,
   ): Observable<T | undefined> {
     return defer((): Observable<T | undefined> => {
-      const settings = { ...this.settingsFor(options), share: false };
+      const settings = { ...this.settings.resolve(options), share: false };
       // A key that is no string is not a flight: acquire reports it in the catalog's words.
       if (typeof cacheKey !== 'string') {
         return this.runs.observable(cacheKey, undefined, work, settings);
