@@ -18,11 +18,11 @@ import {
   nowMs,
   traced,
   type FlightTrace,
-  type LockLostMessage,
 } from '../telemetry/channels.js';
 import { LockAdmission, type SingleFlightLock } from './admission.js';
 import type { CircuitBreaker, CircuitState } from './circuit-breaker.js';
 import { LocalFlights } from './local-flights.js';
+import { lockLostMessage } from './lock-lost-message.js';
 import { LockedRun, type FlightHooks, type FlightLockLostEvent } from './locked-run.js';
 import { PubSubWaitStrategy } from './pubsub-wait.strategy.js';
 import { SettingsResolver } from './settings-resolver.js';
@@ -157,7 +157,9 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
       messages,
       log,
       onLockLost: (event) => {
-        if (lockLostChannel.hasSubscribers) lockLostChannel.publish(this.lostMessage(event));
+        if (lockLostChannel.hasSubscribers) {
+          lockLostChannel.publish(lockLostMessage(event, options.traceKeys));
+        }
         this.emit('lockLost', event);
         options.onLockLost?.(event);
       },
@@ -249,14 +251,6 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
         this.runs.promise(cacheKey, redisKey, work, settings, undefined, trace),
       );
     });
-  }
-
-  /** What the lost-lock channel publishes: the key's hash, the key only with `traceKeys`. */
-  private lostMessage(event: FlightLockLostEvent): LockLostMessage {
-    const keyHash = keyHashOf(event.key);
-    return this.traceKeys
-      ? { keyHash, key: event.cacheKey, reason: event.reason }
-      : { keyHash, reason: event.reason };
   }
 
   /**
