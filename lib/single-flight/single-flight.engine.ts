@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { defer, finalize, of, tap, throwError, type Observable } from 'rxjs';
+import { defer, of, throwError, type Observable } from 'rxjs';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import {
   perCallSettings,
@@ -13,14 +13,12 @@ import { SharedResultStore } from '../redis/shared-result.js';
 import {
   breakerChannel,
   flightChannel,
-  keyHashOf,
   lockLostChannel,
-  nowMs,
-  traced,
   type FlightTrace,
 } from '../telemetry/channels.js';
 import { LockAdmission, type SingleFlightLock } from './admission.js';
 import type { CircuitBreaker, CircuitState } from './circuit-breaker.js';
+import { FlightTracing } from './flight-trace.js';
 import { LocalFlights } from './local-flights.js';
 import { lockLostMessage } from './lock-lost-message.js';
 import { LockedRun, type FlightHooks, type FlightLockLostEvent } from './locked-run.js';
@@ -111,9 +109,9 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   private readonly flights = new LocalFlights();
   private readonly admission: LockAdmission;
   private readonly runs: LockedRun;
+  /** The flights while the flight channel has subscribers. */
+  private readonly tracing: FlightTracing;
   private readonly waitStrategy: WaitStrategy;
-  /** Whether traces carry the raw cache key (`traceKeys`). */
-  private readonly traceKeys: boolean;
 
   constructor(parts: SingleFlightEngineOptions) {
     super();
@@ -122,7 +120,6 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     const messages = parts.messages ?? new BufferLockMessages();
     const options = resolveFlightOptions(parts.options, lock.ttl, messages);
     this.settings = new SettingsResolver(perCallSettings(options));
-    this.traceKeys = options.traceKeys;
     const client = () => lock.getClient();
     const log = new ThrottledLog(options.logger, messages, options.logInterval * 1000, now);
     const results = new SharedResultStore({ client, serializer: options.serializer, messages });
@@ -163,6 +160,12 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
         this.emit('lockLost', event);
         options.onLockLost?.(event);
       },
+    });
+    this.tracing = new FlightTracing({
+      flights: this.flights,
+      runs: this.runs,
+      admission: this.admission,
+      traceKeys: options.traceKeys,
     });
   }
 
@@ -212,7 +215,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     if (typeof cacheKey !== 'string') return this.runs.promise(cacheKey, undefined, work, settings);
     const redisKey = this.lock.redisKey(cacheKey);
     // One boolean read when nobody listens: no trace object, no closure.
-    if (flightChannel.hasSubscribers) return this.tracedRun(cacheKey, redisKey, work, settings);
+    if (flightChannel.hasSubscribers) return this.tracing.run(cacheKey, redisKey, work, settings);
     const existing = this.flights.promise<Awaited<T> | undefined>(redisKey);
     if (existing) {
       if (settings.onBusy === 'skip') return Promise.resolve(undefined);
@@ -222,35 +225,6 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     return this.flights.startPromise(redisKey, () =>
       this.runs.promise(cacheKey, redisKey, work, settings),
     );
-  }
-
-  /** {@link run} as one operation of the flight channel, its role and times in its trace. */
-  private tracedRun<T>(
-    cacheKey: string,
-    redisKey: string,
-    work: () => T,
-    settings: SingleFlightSettings,
-  ): Promise<Awaited<T> | undefined> {
-    const keyHash = keyHashOf(redisKey);
-    const trace: FlightTrace = this.traceKeys ? { keyHash, key: cacheKey } : { keyHash };
-    return traced(flightChannel, trace, () => {
-      const existing = this.flights.promise<Awaited<T> | undefined>(redisKey);
-      if (existing) {
-        trace.role = 'waiter';
-        if (settings.onBusy === 'skip') {
-          trace.outcome = 'skipped';
-          return Promise.resolve(undefined);
-        }
-        if (settings.onBusy === 'throw') return Promise.reject(this.admission.busy(cacheKey));
-        const started = nowMs();
-        return existing.finally(() => {
-          trace.waitMs = nowMs() - started;
-        });
-      }
-      return this.flights.startPromise(redisKey, () =>
-        this.runs.promise(cacheKey, redisKey, work, settings, undefined, trace),
-      );
-    });
   }
 
   /**
@@ -282,7 +256,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
       }
       const redisKey = this.lock.redisKey(cacheKey);
       if (flightChannel.hasSubscribers) {
-        return this.tracedStream(cacheKey, redisKey, work, settings);
+        return this.tracing.stream(cacheKey, redisKey, work, settings);
       }
       const existing = this.flights.stream<T | undefined>(redisKey);
       if (existing) {
@@ -293,55 +267,6 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
       const source = this.runs.observable(cacheKey, redisKey, work, settings);
       return this.flights.startStream(redisKey, source);
     });
-  }
-
-  /**
-   * One subscription of {@link runObservable} as one operation of the flight channel: start and
-   * end on subscription, asyncStart and asyncEnd once it completes, errors or is unsubscribed.
-   */
-  private tracedStream<T>(
-    cacheKey: string,
-    redisKey: string,
-    work: () => Observable<T>,
-    settings: SingleFlightSettings,
-  ): Observable<T | undefined> {
-    const keyHash = keyHashOf(redisKey);
-    const trace: FlightTrace = this.traceKeys ? { keyHash, key: cacheKey } : { keyHash };
-    const started = nowMs();
-    flightChannel.start.publish(trace);
-    let stream: Observable<T | undefined>;
-    const existing = this.flights.stream<T | undefined>(redisKey);
-    if (existing) {
-      trace.role = 'waiter';
-      if (settings.onBusy === 'skip') trace.outcome = 'skipped';
-      stream =
-        settings.onBusy === 'skip'
-          ? of(undefined)
-          : settings.onBusy === 'throw'
-            ? throwError(() => this.admission.busy(cacheKey))
-            : existing;
-    } else {
-      const source = this.runs.observable(cacheKey, redisKey, work, settings, trace);
-      stream = this.flights.startStream(redisKey, source);
-    }
-    flightChannel.end.publish(trace);
-    return stream.pipe(
-      tap({
-        error: (error: unknown) => {
-          trace.outcome = 'error';
-          trace.error = error;
-          flightChannel.error.publish(trace);
-        },
-      }),
-      finalize(() => {
-        // The lock is let go as this subscription ends: the hold runs until now.
-        if (trace.locked) trace.holdMs = nowMs() - started - trace.waitMs!;
-        if (trace.role === 'waiter') trace.waitMs ??= nowMs() - started;
-        trace.outcome ??= 'ok';
-        flightChannel.asyncStart.publish(trace);
-        flightChannel.asyncEnd.publish(trace);
-      }),
-    );
   }
 
   /**
