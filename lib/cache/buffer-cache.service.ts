@@ -1,5 +1,4 @@
 import { EventEmitter } from 'node:events';
-import type { LockGuard } from '../lock/lock-results.js';
 import type { RedisLockService } from '../lock/redis-lock.service.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import {
@@ -8,24 +7,19 @@ import {
   type FlightOptions,
 } from '../options/buffer-lock.options.js';
 import { JSON_RESULT_SERIALIZER } from '../serialization/result-serializer.js';
-import { currentFlight } from '../single-flight/flight-context.js';
 import { LocalFlights } from '../single-flight/local-flights.js';
-import { CROSS_PROCESS, SingleFlightEngine } from '../single-flight/single-flight.engine.js';
+import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 import { ThrottledLog } from '../single-flight/throttled-log.js';
 import { CallSettings } from './call-settings.js';
 import type { BufferCacheOptions, CacheSettings } from './cache.options.js';
+import { cacheTraceOf } from './cache-trace.js';
 import { EntryStore } from './entry-store.js';
+import { EntryBuilder, type Built } from './entry-builder.js';
+import { StaleRefresh } from './stale-refresh.js';
+import { withinMs } from './within-ms.js';
 import { toMilliseconds } from '../options/seconds.js';
 import { LockError } from '../errors/lock.error.js';
-import { errorText } from '../errors/error-text.js';
-import {
-  cacheChannel,
-  keyHashOf,
-  nowMs,
-  traced,
-  type CacheTrace,
-  type FlightTrace,
-} from '../telemetry/channels.js';
+import { cacheChannel, nowMs, traced, type CacheTrace } from '../telemetry/channels.js';
 
 /**
  * The events of a {@link BufferCache}, each with the cache key.
@@ -82,13 +76,6 @@ export interface BufferCacheParts {
   readonly now?: () => number;
 }
 
-interface Built {
-  readonly value: unknown;
-  readonly built: boolean;
-}
-
-const MAX_BACKOFF_MS = 30_000;
-
 /**
  * A cache that one worker in the whole fleet fills: a fresh hit costs one store read and no lock;
  * a miss is built once per process and, across processes, once by whichever worker takes the
@@ -113,8 +100,8 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   private readonly log: ThrottledLog;
   private readonly now: () => number;
   private readonly builds = new LocalFlights();
-  private readonly refreshes = new Map<string, Promise<Built | undefined>>();
-  private readonly backoff = new Map<string, { until: number; failures: number }>();
+  private readonly builder: EntryBuilder;
+  private readonly refreshes: StaleRefresh;
 
   constructor(given: BufferCacheParts) {
     super();
@@ -148,6 +135,21 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       messages: this.messages,
       log: this.log,
       now: this.now,
+    });
+    this.builder = new EntryBuilder({
+      engine: this.engine,
+      entries: this.entries,
+      now: this.now,
+      events: this,
+    });
+    this.refreshes = new StaleRefresh({
+      lock: this.lock,
+      messages: this.messages,
+      log: this.log,
+      now: this.now,
+      options: this.options,
+      events: this,
+      builder: this.builder,
     });
   }
 
@@ -199,7 +201,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     }
     // One boolean read when nobody listens: no trace object, no closure.
     if (!cacheChannel.hasSubscribers) return this.lookup(key, lockKey, factory, settings);
-    const trace = this.traceOf(key, lockKey);
+    const trace = cacheTraceOf(key, lockKey, this.options.traceKeys);
     return traced(cacheChannel, trace, () => this.lookup(key, lockKey, factory, settings, trace));
   }
 
@@ -220,7 +222,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     if (entry && now < entry.staleUntil) {
       if (trace) trace.role = 'stale';
       this.emit('stale', key);
-      const refreshed = this.refresh(key, lockKey, factory, settings);
+      const refreshed = this.refreshes.refresh(key, lockKey, factory, settings);
       if (settings.timeout > 0) {
         const fresh = await withinMs(refreshed, toMilliseconds(settings.timeout));
         if (fresh) return { value: fresh.value as Awaited<T>, status: 'miss' };
@@ -232,7 +234,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       const built =
         this.builds.promise<Built | undefined>(lockKey) ??
         this.builds.startPromise(lockKey, () =>
-          this.build(key, lockKey, factory, settings, 'wait'),
+          this.builder.build(key, lockKey, factory, settings, 'wait'),
         );
       return { value: (await built)!.value as Awaited<T>, status: 'miss' };
     }
@@ -246,146 +248,9 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       return { value: value as Awaited<T>, status: 'miss' };
     }
     const built = await this.builds.startPromise(lockKey, () =>
-      this.build(key, lockKey, factory, settings, 'wait', trace),
+      this.builder.build(key, lockKey, factory, settings, 'wait', trace),
     );
     return { value: built!.value as Awaited<T>, status: 'miss' };
-  }
-
-  /** A lookup's trace: the key's hash, the key only with `traceKeys`. */
-  private traceOf(key: string, lockKey: string, role?: CacheTrace['role']): CacheTrace {
-    const keyHash = keyHashOf(lockKey);
-    return this.options.traceKeys ? { keyHash, key, role } : { keyHash, role };
-  }
-
-  /** The stale entry's refresh: one per process, and none while another worker refreshes it. */
-  private refresh(
-    key: string,
-    lockKey: string,
-    factory: () => unknown,
-    settings: CacheSettings,
-  ): Promise<Built | undefined> {
-    const running = this.refreshes.get(lockKey);
-    if (running) return running;
-    if ((this.backoff.get(lockKey)?.until ?? 0) > this.now()) return Promise.resolve(undefined);
-    this.emit('refresh', key);
-    const started = cacheChannel.hasSubscribers
-      ? this.tracedRefresh(key, lockKey, factory, settings)
-      : this.build(key, lockKey, factory, settings, 'skip');
-    const refresh = started.then(
-      (built) => {
-        this.backoff.delete(lockKey);
-        return built;
-      },
-      (error: unknown) => {
-        this.refreshFailed(key, lockKey, error);
-        return undefined;
-      },
-    );
-    const forget = (): void => void this.refreshes.delete(lockKey);
-    void refresh.then(forget);
-    this.refreshes.set(lockKey, refresh);
-    return refresh;
-  }
-
-  /** A refresh as its own operation of the cache channel. */
-  private tracedRefresh(
-    key: string,
-    lockKey: string,
-    factory: () => unknown,
-    settings: CacheSettings,
-  ): Promise<Built | undefined> {
-    const trace = this.traceOf(key, lockKey, 'refresh');
-    return traced(cacheChannel, trace, async () => {
-      const built = await this.build(key, lockKey, factory, settings, 'skip', trace);
-      if (built === undefined) trace.outcome = 'skipped';
-      return built;
-    });
-  }
-
-  /**
-   * One build across processes: under the lock the store is read again (another worker may have
-   * just built the entry), then the factory runs and the entry is written as the lock is released.
-   * A woken waiter takes the entry instead of building. `'skip'`: none if another worker builds.
-   */
-  private async build(
-    key: string,
-    lockKey: string,
-    factory: () => unknown,
-    settings: CacheSettings,
-    onBusy: 'wait' | 'skip',
-    trace?: CacheTrace,
-  ): Promise<Built | undefined> {
-    let payload: string | undefined;
-    const fresh = async (): Promise<{ value: Built } | undefined> => {
-      const entry = await this.entries.read(key, lockKey);
-      return entry && this.now() < entry.freshUntil
-        ? { value: { value: entry.value, built: false } }
-        : undefined;
-    };
-    const work = async (): Promise<Built> => {
-      const found = await fresh();
-      if (found) return found.value;
-      const value = await factory();
-      const text = this.entries.encode(key, value, settings);
-      // Without the lock no release follows: the entry is written here.
-      if (currentFlight()?.locked) payload = text;
-      else await this.entries.write(key, lockKey, text, settings);
-      return { value, built: true };
-    };
-    const flight = {
-      ttl: settings.lockTtl,
-      lockTimeout: settings.lockTimeout,
-      onBusy,
-      share: false,
-      onRedisError: 'proceed',
-      maxHold: undefined,
-    } as const;
-    // The flight's own trace gives the cache's its wait and hold.
-    const times: FlightTrace | undefined = trace && { keyHash: trace.keyHash };
-    const hooks = {
-      peek: fresh,
-      release: (guard: LockGuard) => this.entries.writeAndRelease(guard, key, payload, settings),
-      failed:
-        onBusy === 'skip' ? (guard: LockGuard) => this.holdAfterFailure(guard, lockKey) : undefined,
-    };
-    let outcome: Built | undefined;
-    try {
-      outcome = (await this.engine[CROSS_PROCESS](key, lockKey, work, flight, hooks, times)) as
-        Built | undefined;
-    } finally {
-      if (trace && times) {
-        trace.waitMs = times.waitMs;
-        trace.holdMs = times.holdMs;
-      }
-    }
-    if (trace) trace.built = outcome?.built ?? false;
-    if (outcome?.built) this.emit('built', key);
-    else if (outcome && onBusy === 'wait') this.emit('shared', key);
-    return outcome;
-  }
-
-  /** A failed refresh keeps the lock for the back-off: no worker in the fleet retries before. */
-  private async holdAfterFailure(guard: LockGuard, lockKey: string): Promise<void> {
-    const failures = (this.backoff.get(lockKey)?.failures ?? 0) + 1;
-    const ms = Math.min(MAX_BACKOFF_MS, 1000 * 2 ** (failures - 1));
-    this.backoff.set(lockKey, { until: this.now() + ms, failures });
-    const [extended] = await this.lock.extend(guard, ms / 1000);
-    if (!extended) await this.lock.release(guard);
-  }
-
-  private refreshFailed(key: string, lockKey: string, error: unknown): void {
-    const state = this.backoff.get(lockKey) ?? { until: this.now() + 1000, failures: 1 };
-    this.backoff.set(lockKey, state);
-    const line = this.messages.render('cache_refresh_failed', {
-      ERROR: errorText(error),
-      SECONDS: Math.max(1, Math.round((state.until - this.now()) / 1000)),
-    });
-    this.log.warn('cache_refresh_failed', line);
-    try {
-      this.emit('refresh-failed', key, error);
-    } catch {
-      // A listener's error is the listener's.
-    }
   }
 
   private lockKeyOf(key: string): string {
@@ -395,13 +260,4 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     }
     return this.lock.redisKey(key);
   }
-}
-
-/** `promise`'s value if it settles within `ms`, else `undefined`. Never rejects. */
-function withinMs<T>(promise: Promise<T | undefined>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), ms);
-  });
-  return Promise.race([promise.catch(() => undefined), late]).finally(() => clearTimeout(timer));
 }

@@ -37,6 +37,14 @@ import {
   validateOptions,
 } from './validate-options.js';
 
+// The per-call options live in their own file; the engine and the decorator import them from here.
+export {
+  perCallSettings,
+  resolveSingleFlightOptions,
+  type SingleFlightOptions,
+  type SingleFlightSettings,
+} from './single-flight.options.js';
+
 const ON_BUSY_MODES = ['wait', 'skip', 'throw'] as const;
 const ON_REDIS_ERROR_MODES = ['proceed', 'throw'] as const;
 
@@ -238,24 +246,6 @@ export type ResolvedBufferLockOptions = Readonly<
   }
 >;
 
-/** The module options a `@SingleFlight` method may set for itself. */
-const PER_CALL = ['ttl', 'lockTimeout', 'onBusy', 'share', 'onRedisError', 'maxHold'] as const;
-
-/**
- * The options of one `@SingleFlight` method (or one `SingleFlightEngine.run`). Each one left out
- * takes the module's value.
- *
- * @example
- * ```ts
- * const options: SingleFlightOptions = { ttl: 120, lockTimeout: 30, onBusy: 'throw' };
- * ```
- */
-export type SingleFlightOptions = Partial<Pick<ModuleFields, (typeof PER_CALL)[number]>>;
-
-/** The per-call settings, complete: a call's own options over the module's. */
-export type SingleFlightSettings = Readonly<Required<Omit<SingleFlightOptions, 'maxHold'>>> &
-  Pick<SingleFlightOptions, 'maxHold'>;
-
 /**
  * Validates module options and fills in the defaults. Throws one `BufferLockConfigError` listing
  * every violation in `messages`' words. `redis` is returned as given (a URL stays a URL); the
@@ -269,20 +259,6 @@ export function resolveBufferLockOptions(
     ResolvedBufferLockOptions,
     'redis'
   > & { readonly redis: RedisConnection };
-}
-
-/**
- * Validates the options of one `@SingleFlight` method when its class is defined and returns the
- * ones given, seconds as numbers. Throws one `BufferLockConfigError` listing every violation.
- */
-export function resolveSingleFlightOptions(
-  input: SingleFlightOptions,
-  messages: BufferLockMessages,
-): SingleFlightOptions {
-  const source = readableCopy(input);
-  const own = Object.fromEntries(PER_CALL.filter((k) => k in source).map((k) => [k, source[k]]));
-  const dto = validateOptions(BufferLockOptionsDto, own, messages, 'partial');
-  return Object.fromEntries(PER_CALL.filter((k) => k in own).map((k) => [k, dto[k]]));
 }
 
 /**
@@ -306,13 +282,6 @@ export function resolveFlightOptions(
   options.ttl = lockTtl;
   for (const [key, value] of Object.entries(own)) if (value !== undefined) options[key] = value;
   return markResolved(options) as FlightOptions;
-}
-
-/** Every per-call setting of `options`, as the engine's defaults. */
-export function perCallSettings(
-  options: Pick<ResolvedBufferLockOptions, (typeof PER_CALL)[number]>,
-): SingleFlightSettings {
-  return Object.fromEntries(PER_CALL.map((k) => [k, options[k]])) as SingleFlightSettings;
 }
 
 /**
