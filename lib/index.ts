@@ -23,8 +23,8 @@ export {
 export type {
   BufferLockOptions,
   ResolvedBufferLockOptions,
-  SingleFlightOptions,
 } from './options/buffer-lock.options.js';
+export type { SingleFlightOptions } from './options/single-flight.options.js';
 export type {
   RedisClientFactory,
   RedisLockOptions,

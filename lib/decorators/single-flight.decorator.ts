@@ -5,7 +5,7 @@ import {
   resolveSingleFlightOptions,
   type SingleFlightOptions,
   type SingleFlightSettings,
-} from '../options/buffer-lock.options.js';
+} from '../options/single-flight.options.js';
 import { currentFlight } from '../single-flight/flight-context.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 import {

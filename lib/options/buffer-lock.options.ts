@@ -37,14 +37,6 @@ import {
   validateOptions,
 } from './validate-options.js';
 
-// The per-call options live in their own file; the engine and the decorator import them from here.
-export {
-  perCallSettings,
-  resolveSingleFlightOptions,
-  type SingleFlightOptions,
-  type SingleFlightSettings,
-} from './single-flight.options.js';
-
 const ON_BUSY_MODES = ['wait', 'skip', 'throw'] as const;
 const ON_REDIS_ERROR_MODES = ['proceed', 'throw'] as const;
 

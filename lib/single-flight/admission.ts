@@ -4,7 +4,7 @@ import { RedisUnavailableError } from '../errors/redis-unavailable.error.js';
 import { ACQUIRE_KEY, type RedisLockService } from '../lock/redis-lock.service.js';
 import type { AcquireResult, LockGuard } from '../lock/lock-results.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import type { SingleFlightSettings } from '../options/buffer-lock.options.js';
+import type { SingleFlightSettings } from '../options/single-flight.options.js';
 import type { CircuitBreakerSettings } from '../options/circuit-breaker.options.js';
 import type { SharedResultStore } from '../redis/shared-result.js';
 import { BreakerRecovery } from './breaker-recovery.js';

@@ -1,5 +1,5 @@
 import { finalize, of, tap, throwError, type Observable } from 'rxjs';
-import type { SingleFlightSettings } from '../options/buffer-lock.options.js';
+import type { SingleFlightSettings } from '../options/single-flight.options.js';
 import {
   flightChannel,
   keyHashOf,

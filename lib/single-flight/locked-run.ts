@@ -1,7 +1,7 @@
 import { finalize, isObservable, Observable, type Subscription } from 'rxjs';
 import type { LockGuard } from '../lock/lock-results.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import type { SingleFlightSettings } from '../options/buffer-lock.options.js';
+import type { SingleFlightSettings } from '../options/single-flight.options.js';
 import type { SharedResultStore } from '../redis/shared-result.js';
 import { nowMs, type FlightTrace } from '../telemetry/channels.js';
 import type { LockError } from '../errors/lock.error.js';

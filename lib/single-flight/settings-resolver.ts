@@ -1,4 +1,7 @@
-import type { SingleFlightOptions, SingleFlightSettings } from '../options/buffer-lock.options.js';
+import type {
+  SingleFlightOptions,
+  SingleFlightSettings,
+} from '../options/single-flight.options.js';
 
 /**
  * A call's options over the engine's defaults, complete. The settings it made are remembered, so

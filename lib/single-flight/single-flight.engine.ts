@@ -2,13 +2,15 @@ import { EventEmitter } from 'node:events';
 import { defer, of, throwError, type Observable } from 'rxjs';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import {
-  perCallSettings,
   resolveFlightOptions,
   type BufferLockOptions,
   type FlightOptions,
+} from '../options/buffer-lock.options.js';
+import {
+  perCallSettings,
   type SingleFlightOptions,
   type SingleFlightSettings,
-} from '../options/buffer-lock.options.js';
+} from '../options/single-flight.options.js';
 import { SharedResultStore } from '../redis/shared-result.js';
 import {
   breakerChannel,

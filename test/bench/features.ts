@@ -18,14 +18,15 @@ import {
  * prints 'not available yet' instead of failing.
  */
 export async function libExports(): Promise<Readonly<Record<string, unknown>>> {
-  const [index, options, breaker] = await Promise.all([
+  const [index, options, perCall, breaker] = await Promise.all([
     import('../../lib/index.js'),
     import('../../lib/options/buffer-lock.options.js'),
+    import('../../lib/options/single-flight.options.js'),
     import('../../lib/single-flight/circuit-breaker.js'),
   ]);
   return {
     ...index,
-    resolveSingleFlightOptions: options.resolveSingleFlightOptions,
+    resolveSingleFlightOptions: perCall.resolveSingleFlightOptions,
     BUFFER_LOCK_DEFAULTS: new options.BufferLockOptionsDto(),
     CircuitBreaker: breaker.CircuitBreaker,
   };
