@@ -27,8 +27,9 @@ import { extendLock } from '../redis/extend-lock.js';
 import { isNodeRedisClient, nodeRedisClient } from '../redis/node-redis-client.js';
 import { acquireFencedLock } from '../redis/fencing.js';
 import { releaseLock } from '../redis/release-lock.js';
-import { keyHashOf, lockChannel, nowMs, type LockTrace } from '../telemetry/channels.js';
+import { lockChannel } from '../telemetry/channels.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
+import { traceLock } from './lock-trace.js';
 import { createToken } from './tokens.js';
 import { UnsentReleases } from './unsent-releases.js';
 
@@ -45,57 +46,6 @@ const readGuard = (value: unknown): { key: string; token: string } | undefined =
     return undefined;
   }
 };
-
-/** When each guard acquired under a lock trace was taken, for the hold time of its release. */
-const heldSince = new WeakMap<object, number>();
-
-/** The lock channel's outcome of an answered operation. */
-const outcomeOf = (operation: LockTrace['operation'], ok: unknown): LockTrace['outcome'] => {
-  if (operation === 'acquire') return ok ? 'acquired' : 'busy';
-  if (operation === 'release') return 'released';
-  return ok ? 'extended' : 'lost';
-};
-
-/**
- * `run` as one operation of the lock channel. The tuple's error, if any, is published on the
- * channel's error event: these operations answer with it rather than reject.
- */
-function traceLock<R extends readonly [unknown, LockError | undefined]>(
-  operation: LockTrace['operation'],
-  redisKey: string,
-  guard: object | undefined,
-  run: () => Promise<R>,
-): Promise<R> {
-  const context: LockTrace = { operation, keyHash: keyHashOf(redisKey) };
-  const started = nowMs();
-  return lockChannel.tracePromise(async () => {
-    let result: R;
-    try {
-      result = await run();
-    } catch (error) {
-      context.durationMs = nowMs() - started;
-      context.outcome = 'failed';
-      throw error;
-    }
-    const now = nowMs();
-    context.durationMs = now - started;
-    const [ok, error] = result;
-    if (operation === 'acquire' && typeof ok === 'object' && ok !== null) heldSince.set(ok, now);
-    if (operation === 'release' && guard !== undefined) {
-      const since = heldSince.get(guard);
-      if (since !== undefined) context.holdMs = now - since;
-      if (!error) heldSince.delete(guard);
-    }
-    if (error) {
-      context.outcome = 'failed';
-      context.error = error;
-      lockChannel.error.publish(context);
-    } else {
-      context.outcome = outcomeOf(operation, ok);
-    }
-    return result;
-  }, context);
-}
 
 /** A fencing number as the script's INCR gives it: a positive safe integer. */
 const isFence = (answer: unknown): answer is number =>
