@@ -1,5 +1,4 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { hash } from 'node:crypto';
 import { BUFFER_LOCK_OPTIONS } from '../buffer-lock.constants.js';
 import { errorText } from '../errors/error-text.js';
 import { LockError } from '../errors/lock.error.js';
@@ -28,24 +27,12 @@ import { isNodeRedisClient, nodeRedisClient } from '../redis/node-redis-client.j
 import { acquireFencedLock } from '../redis/fencing.js';
 import { releaseLock } from '../redis/release-lock.js';
 import { lockChannel } from '../telemetry/channels.js';
+import { ownGuard, readGuard } from './guards.js';
+import { hashedKey } from './lock-key.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
 import { traceLock } from './lock-trace.js';
 import { createToken } from './tokens.js';
 import { UnsentReleases } from './unsent-releases.js';
-
-/**
- * The key and token of `value`, each read once, or `undefined` when it is no guard: not an
- * object, a field that is not a string, or a getter or Proxy trap that throws.
- */
-const readGuard = (value: unknown): { key: string; token: string } | undefined => {
-  if (typeof value !== 'object' || value === null) return undefined;
-  try {
-    const { key, token } = value as Partial<LockGuard>;
-    return typeof key === 'string' && typeof token === 'string' ? { key, token } : undefined;
-  } catch {
-    return undefined;
-  }
-};
 
 /** A fencing number as the script's INCR gives it: a positive safe integer. */
 const isFence = (answer: unknown): answer is number =>
@@ -56,12 +43,6 @@ const isFence = (answer: unknown): answer is number =>
  * is not part of the public API.
  */
 export const ACQUIRE_KEY: unique symbol = Symbol('acquireKey');
-
-/** String.prototype.isWellFormed (Node 20, ES2024; the library compiles against ES2023). */
-type WellFormedTest = string & { isWellFormed(): boolean };
-
-/** A byte no UTF-8 text contains: the prefix that keeps keys with lone surrogates apart. */
-const NOT_UTF8 = Buffer.from([0xff]);
 
 /** Thrown inside the service when the factory gives no client; never leaves it. */
 class NoClient extends Error {}
@@ -264,8 +245,8 @@ export class RedisLockService {
   }
 
   private async unlock(given: LockGuard): Promise<ReleaseResult> {
-    const guard = readGuard(given);
-    if (!guard || !this.isOwnKey(guard.key)) return [false, this.error('redis_invalid_guard')];
+    const guard = ownGuard(given, this.options.namespace);
+    if (!guard) return [false, this.error('redis_invalid_guard')];
     let answer: unknown;
     try {
       // Inline rather than through an async helper: one promise and microtask turn less per call.
@@ -292,8 +273,8 @@ export class RedisLockService {
   }
 
   private async prolong(given: LockGuard, ttl: number): Promise<ExtendResult> {
-    const guard = readGuard(given);
-    if (!guard || !this.isOwnKey(guard.key)) return [false, this.error('redis_invalid_guard')];
+    const guard = ownGuard(given, this.options.namespace);
+    if (!guard) return [false, this.error('redis_invalid_guard')];
     const seconds = parseSeconds(ttl);
     if (seconds === undefined) return [false, this.error('redis_ttl_invalid')];
     let answer: unknown;
@@ -333,34 +314,12 @@ export class RedisLockService {
   }
 
   /**
-   * The Redis key for a cache key: the namespace, then the hex MD5 of the key's UTF-8 bytes.
-   * A key that is not well-formed UTF-16 (it has a lone surrogate, such as `'\uD800'`) has no
-   * UTF-8 form: UTF-8 would turn each lone surrogate into U+FFFD, so `'\uD800'`, `'\uDBFF'` and
-   * `'\uFFFD'` would share one lock. Such a key is hashed as the byte 0xFF, which no UTF-8 text
-   * contains, then its UTF-16LE code units: distinct keys get distinct locks, and every
-   * well-formed key keeps the key it always had. Override it to add a Redis Cluster hash tag.
+   * The Redis key for a cache key: the namespace, then the hex MD5 of the key's UTF-8 bytes. A
+   * key with a lone surrogate (no UTF-8 form) is hashed so that it shares no lock with another
+   * key (see hashedKey). Override it to add a Redis Cluster hash tag.
    */
   protected key(cacheKey: string): string {
-    // One-shot crypto.hash (UTF-8 for strings): a third of createHash's cost per call.
-    if ((cacheKey as WellFormedTest).isWellFormed())
-      return this.options.namespace + hash('md5', cacheKey, 'hex');
-    const units = Buffer.from(cacheKey, 'utf16le');
-    return this.options.namespace + hash('md5', Buffer.concat([NOT_UTF8, units]), 'hex');
-  }
-
-  /**
-   * Whether `redisKey` is in this service's namespace, so a guard for it may release or extend:
-   * the key starts with the namespace, or a leading hash tag holds it or precedes it (`{ns…}…`,
-   * `{tag}ns…`, as a `key()` override for Redis Cluster makes). A forged guard for any other key
-   * (a data key and its value) is refused before Redis is asked.
-   */
-  private isOwnKey(redisKey: string): boolean {
-    const { namespace } = this.options;
-    if (redisKey.startsWith(namespace)) return true;
-    if (!redisKey.startsWith('{')) return false;
-    if (redisKey.startsWith(namespace, 1)) return true;
-    const close = redisKey.indexOf('}');
-    return close > 0 && redisKey.startsWith(namespace, close + 1);
+    return hashedKey(this.options.namespace, cacheKey);
   }
 
   /** Takes `given` as the client: a node-redis one through its adapter, and only then. */
