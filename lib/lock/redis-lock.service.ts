@@ -1,7 +1,5 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { hash } from 'node:crypto';
 import { BUFFER_LOCK_OPTIONS } from '../buffer-lock.constants.js';
-import { errorText } from '../errors/error-text.js';
 import { LockError } from '../errors/lock.error.js';
 import { memoryClient } from '../memory/memory-client.js';
 import { announceMemoryBackend } from '../memory/memory-notice.js';
@@ -9,7 +7,6 @@ import { isMemoryUrl } from '../memory/memory-url.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
 import {
-  isScriptClient,
   resolveLockOptions,
   type LockClient,
   type RedisClientFactory,
@@ -21,81 +18,20 @@ import {
 import { parseSeconds, toMilliseconds } from '../options/seconds.js';
 import { isResolved } from '../options/validate-options.js';
 import { acquireLock } from '../redis/acquire-lock.js';
-import { BadReply } from '../redis/bad-reply.js';
 import { batchingClient } from '../redis/batching-client.js';
 import { extendLock } from '../redis/extend-lock.js';
 import { isNodeRedisClient, nodeRedisClient } from '../redis/node-redis-client.js';
 import { acquireFencedLock } from '../redis/fencing.js';
 import { releaseLock } from '../redis/release-lock.js';
-import { keyHashOf, lockChannel, nowMs, type LockTrace } from '../telemetry/channels.js';
+import { lockChannel } from '../telemetry/channels.js';
+import { FactoryConnection } from './client-connection.js';
+import { ownGuard, readGuard } from './guards.js';
+import { hashedKey } from './lock-key.js';
+import { lockFailure, NoClient } from './lock-failures.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
+import { traceLock } from './lock-trace.js';
 import { createToken } from './tokens.js';
 import { UnsentReleases } from './unsent-releases.js';
-
-/**
- * The key and token of `value`, each read once, or `undefined` when it is no guard: not an
- * object, a field that is not a string, or a getter or Proxy trap that throws.
- */
-const readGuard = (value: unknown): { key: string; token: string } | undefined => {
-  if (typeof value !== 'object' || value === null) return undefined;
-  try {
-    const { key, token } = value as Partial<LockGuard>;
-    return typeof key === 'string' && typeof token === 'string' ? { key, token } : undefined;
-  } catch {
-    return undefined;
-  }
-};
-
-/** When each guard acquired under a lock trace was taken, for the hold time of its release. */
-const heldSince = new WeakMap<object, number>();
-
-/** The lock channel's outcome of an answered operation. */
-const outcomeOf = (operation: LockTrace['operation'], ok: unknown): LockTrace['outcome'] => {
-  if (operation === 'acquire') return ok ? 'acquired' : 'busy';
-  if (operation === 'release') return 'released';
-  return ok ? 'extended' : 'lost';
-};
-
-/**
- * `run` as one operation of the lock channel. The tuple's error, if any, is published on the
- * channel's error event: these operations answer with it rather than reject.
- */
-function traceLock<R extends readonly [unknown, LockError | undefined]>(
-  operation: LockTrace['operation'],
-  redisKey: string,
-  guard: object | undefined,
-  run: () => Promise<R>,
-): Promise<R> {
-  const context: LockTrace = { operation, keyHash: keyHashOf(redisKey) };
-  const started = nowMs();
-  return lockChannel.tracePromise(async () => {
-    let result: R;
-    try {
-      result = await run();
-    } catch (error) {
-      context.durationMs = nowMs() - started;
-      context.outcome = 'failed';
-      throw error;
-    }
-    const now = nowMs();
-    context.durationMs = now - started;
-    const [ok, error] = result;
-    if (operation === 'acquire' && typeof ok === 'object' && ok !== null) heldSince.set(ok, now);
-    if (operation === 'release' && guard !== undefined) {
-      const since = heldSince.get(guard);
-      if (since !== undefined) context.holdMs = now - since;
-      if (!error) heldSince.delete(guard);
-    }
-    if (error) {
-      context.outcome = 'failed';
-      context.error = error;
-      lockChannel.error.publish(context);
-    } else {
-      context.outcome = outcomeOf(operation, ok);
-    }
-    return result;
-  }, context);
-}
 
 /** A fencing number as the script's INCR gives it: a positive safe integer. */
 const isFence = (answer: unknown): answer is number =>
@@ -106,51 +42,6 @@ const isFence = (answer: unknown): answer is number =>
  * is not part of the public API.
  */
 export const ACQUIRE_KEY: unique symbol = Symbol('acquireKey');
-
-/** String.prototype.isWellFormed (Node 20, ES2024; the library compiles against ES2023). */
-type WellFormedTest = string & { isWellFormed(): boolean };
-
-/** A byte no UTF-8 text contains: the prefix that keeps keys with lone surrogates apart. */
-const NOT_UTF8 = Buffer.from([0xff]);
-
-/** Thrown inside the service when the factory gives no client; never leaves it. */
-class NoClient extends Error {}
-
-/**
- * Thrown inside the service when the factory gives something with `eval()` the lock does not
- * drive (shaped like node-redis, without a method the lock calls); never leaves it.
- */
-class UnsupportedClient extends Error {}
-
-/** An object with an `eval` method, of any client family. */
-const hasEval = (value: unknown): boolean =>
-  typeof value === 'object' &&
-  value !== null &&
-  typeof (value as { eval?: unknown }).eval === 'function';
-
-/** Thrown inside the service when the factory gives no client in `connectTimeout`; never leaves it. */
-class ConnectTimeout extends Error {}
-
-/**
- * Whether `error` is one the library throws itself (in the service, or connectFailFast's
- * `redis_client_missing`) for a failure the service words on its own. A
- * client's error may be a Proxy whose traps throw, even on `instanceof`: that is none of them.
- */
-const isOwnFailure = (
-  error: unknown,
-): error is NoClient | UnsupportedClient | ConnectTimeout | BadReply | LockError => {
-  try {
-    return (
-      error instanceof NoClient ||
-      error instanceof UnsupportedClient ||
-      error instanceof ConnectTimeout ||
-      error instanceof BadReply ||
-      (error instanceof LockError && error.code === 'redis_client_missing')
-    );
-  } catch {
-    return false;
-  }
-};
 
 /**
  * A lock through one Redis server, so that only one worker of many builds a given cache entry.
@@ -181,7 +72,8 @@ export class RedisLockService {
   private commands: RedisScriptClient | undefined;
   /** Releases behind failed acquires that wait for the connection to be back. */
   private unsent: UnsentReleases | undefined;
-  private connecting: Promise<void> | undefined;
+  /** Makes the client when the options give a factory. */
+  private readonly connection: FactoryConnection | undefined;
 
   constructor(
     @Inject(BUFFER_LOCK_OPTIONS) options: RedisLockOptions,
@@ -198,6 +90,10 @@ export class RedisLockService {
       announceMemoryBackend(new Logger('BufferLock'), this.messages);
       this.use(memoryClient(redis));
     } else if (typeof redis !== 'function') this.use(redis);
+    else {
+      const use = (client: LockClient): void => this.use(client);
+      this.connection = new FactoryConnection(redis, this.options.connectTimeout, use);
+    }
   }
 
   /** The client, or the factory that makes it, as given; for a `memory://` URL, its client. */
@@ -314,8 +210,8 @@ export class RedisLockService {
   }
 
   private async unlock(given: LockGuard): Promise<ReleaseResult> {
-    const guard = readGuard(given);
-    if (!guard || !this.isOwnKey(guard.key)) return [false, this.error('redis_invalid_guard')];
+    const guard = ownGuard(given, this.options.namespace);
+    if (!guard) return [false, this.error('redis_invalid_guard')];
     let answer: unknown;
     try {
       // Inline rather than through an async helper: one promise and microtask turn less per call.
@@ -342,8 +238,8 @@ export class RedisLockService {
   }
 
   private async prolong(given: LockGuard, ttl: number): Promise<ExtendResult> {
-    const guard = readGuard(given);
-    if (!guard || !this.isOwnKey(guard.key)) return [false, this.error('redis_invalid_guard')];
+    const guard = ownGuard(given, this.options.namespace);
+    if (!guard) return [false, this.error('redis_invalid_guard')];
     const seconds = parseSeconds(ttl);
     if (seconds === undefined) return [false, this.error('redis_ttl_invalid')];
     let answer: unknown;
@@ -383,34 +279,12 @@ export class RedisLockService {
   }
 
   /**
-   * The Redis key for a cache key: the namespace, then the hex MD5 of the key's UTF-8 bytes.
-   * A key that is not well-formed UTF-16 (it has a lone surrogate, such as `'\uD800'`) has no
-   * UTF-8 form: UTF-8 would turn each lone surrogate into U+FFFD, so `'\uD800'`, `'\uDBFF'` and
-   * `'\uFFFD'` would share one lock. Such a key is hashed as the byte 0xFF, which no UTF-8 text
-   * contains, then its UTF-16LE code units: distinct keys get distinct locks, and every
-   * well-formed key keeps the key it always had. Override it to add a Redis Cluster hash tag.
+   * The Redis key for a cache key: the namespace, then the hex MD5 of the key's UTF-8 bytes. A
+   * key with a lone surrogate (no UTF-8 form) is hashed so that it shares no lock with another
+   * key (see hashedKey). Override it to add a Redis Cluster hash tag.
    */
   protected key(cacheKey: string): string {
-    // One-shot crypto.hash (UTF-8 for strings): a third of createHash's cost per call.
-    if ((cacheKey as WellFormedTest).isWellFormed())
-      return this.options.namespace + hash('md5', cacheKey, 'hex');
-    const units = Buffer.from(cacheKey, 'utf16le');
-    return this.options.namespace + hash('md5', Buffer.concat([NOT_UTF8, units]), 'hex');
-  }
-
-  /**
-   * Whether `redisKey` is in this service's namespace, so a guard for it may release or extend:
-   * the key starts with the namespace, or a leading hash tag holds it or precedes it (`{ns…}…`,
-   * `{tag}ns…`, as a `key()` override for Redis Cluster makes). A forged guard for any other key
-   * (a data key and its value) is refused before Redis is asked.
-   */
-  private isOwnKey(redisKey: string): boolean {
-    const { namespace } = this.options;
-    if (redisKey.startsWith(namespace)) return true;
-    if (!redisKey.startsWith('{')) return false;
-    if (redisKey.startsWith(namespace, 1)) return true;
-    const close = redisKey.indexOf('}');
-    return close > 0 && redisKey.startsWith(namespace, close + 1);
+    return hashedKey(this.options.namespace, cacheKey);
   }
 
   /** Takes `given` as the client: a node-redis one through its adapter, and only then. */
@@ -423,43 +297,10 @@ export class RedisLockService {
     this.unsent = new UnsentReleases(client, commands);
   }
 
-  /**
-   * Makes the client by the factory on first use. Concurrent first calls share one call. The
-   * promise settles with nothing: a client may itself look like a promise (a Proxy that sends
-   * every property as a command has a `then`), and resolving a promise with it would call that.
-   */
+  /** Makes the client by the factory on first use (FactoryConnection). */
   private connect(): Promise<void> {
     if (this.client) return Promise.resolve();
-    if (this.connecting) return this.connecting;
-    const factory = this.options.redis as RedisClientFactory;
-    const attempt = (async () => {
-      const made = factory();
-      // A client is used as it is; only something else (a promise, of any library) is awaited.
-      const client: unknown = isScriptClient(made) ? made : await this.inTime(made);
-      if (!isScriptClient(client)) {
-        // Something with eval() that is not driven is refused; nothing is no client.
-        throw hasEval(client) ? new UnsupportedClient() : new NoClient();
-      }
-      this.use(client);
-    })();
-    // A failed attempt is forgotten, so the next call asks the factory again.
-    attempt.catch(() => {
-      if (this.connecting === attempt) this.connecting = undefined;
-    });
-    this.connecting = attempt;
-    return attempt;
-  }
-
-  /** `made` awaited for at most `connectTimeout` seconds; rejects with ConnectTimeout after. */
-  private inTime(made: unknown): Promise<unknown> {
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new ConnectTimeout()), this.options.connectTimeout * 1000);
-      // A factory still pending keeps no process alive.
-      timer.unref();
-    });
-    // race() handles a late rejection of `made` too: nothing is left unhandled.
-    return Promise.race([made, deadline]).finally(() => clearTimeout(timer));
+    return this.connection!.connect();
   }
 
   private error(id: MessageId): LockError {
@@ -468,32 +309,6 @@ export class RedisLockService {
 
   /** A Redis failure in `id`'s words; the client's own error goes in ERROR and in `cause`. */
   private failure(id: MessageId, error: unknown): LockError {
-    if (!isOwnFailure(error)) {
-      return new LockError(id, this.messages.render(id, { ERROR: errorText(error) }), {
-        cause: error,
-      });
-    }
-    if (error instanceof NoClient) {
-      const text = this.messages.render('redis_no_client');
-      return new LockError('redis_no_client', this.messages.render(id, { ERROR: text }));
-    }
-    if (error instanceof UnsupportedClient) {
-      const text = this.messages.render('redis_client_invalid');
-      return new LockError('redis_client_invalid', this.messages.render(id, { ERROR: text }));
-    }
-    if (error instanceof LockError && error.code === 'redis_client_missing') {
-      // Made by connectFailFast in English: rendered again here, with this service's overrides.
-      const text = this.messages.render('redis_client_missing');
-      return new LockError('redis_client_missing', this.messages.render(id, { ERROR: text }), {
-        cause: error.cause,
-      });
-    }
-    if (error instanceof ConnectTimeout) {
-      const seconds = this.options.connectTimeout;
-      const text = this.messages.render('redis_connect_timeout', { SECONDS: seconds });
-      return new LockError('redis_connect_timeout', this.messages.render(id, { ERROR: text }));
-    }
-    const text = this.messages.render('redis_bad_reply');
-    return new LockError('redis_bad_reply', this.messages.render(id, { ERROR: text }));
+    return lockFailure(this.messages, this.options.connectTimeout, id, error);
   }
 }
