@@ -40,6 +40,11 @@ const isFence = (answer: unknown): answer is number =>
 /**
  * The method that acquires by a Redis key already derived: the library's own callers use it; it
  * is not part of the public API.
+ *
+ * @example
+ * ```ts
+ * const [guard, error] = await lock[ACQUIRE_KEY](lock.redisKey('nightly-report'), 30);
+ * ```
  */
 export const ACQUIRE_KEY: unique symbol = Symbol('acquireKey');
 

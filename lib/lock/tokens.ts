@@ -10,7 +10,14 @@ const tokenBytes = Buffer.allocUnsafe(TOKEN_BYTES * TOKENS_PER_FILL);
 let tokenText = '';
 let tokenOffset = 0;
 
-/** A fresh 32-character token from the CSPRNG. */
+/**
+ * A fresh 32-character token from the CSPRNG.
+ *
+ * @example
+ * ```ts
+ * const guard: LockGuard = { key: redisKey, token: createToken() };
+ * ```
+ */
 export const createToken = (): string => {
   if (tokenOffset === tokenText.length) {
     randomFillSync(tokenBytes);

@@ -45,6 +45,11 @@ const ON_REDIS_ERROR_MODES = ['proceed', 'throw'] as const;
  * per process; its client is quit at shutdown), a `redis://` / `rediss://` URL or an ioredis
  * options object (the module makes the client on first use and quits it at shutdown), or a
  * `memory://` URL (no Redis: the in-memory backend, which coordinates this process only).
+ *
+ * @example
+ * ```ts
+ * const connection: RedisConnection = process.env.REDIS_URL ?? 'memory://';
+ * ```
  */
 export type RedisConnection = LockClient | RedisClientFactory | string | RedisOptions;
 
@@ -70,6 +75,13 @@ const isShorterThanTtl = (value: unknown, options: Record<string, unknown>): boo
 /**
  * The declaration of the module's options: the lock's, plus the module's own. For each one its
  * type, its default (the initializer), its rule and the message id it is refused with.
+ *
+ * @example
+ * ```ts
+ * new BufferLockOptionsDto().lockTimeout; // 10
+ * validateOptions(BufferLockOptionsDto, { ttl: '30', onBusy: 'skip' }, messages, 'partial');
+ * // { ttl: 30, onBusy: 'skip' }
+ * ```
  */
 export class BufferLockOptionsDto extends RedisLockOptionsDto {
   /**
@@ -242,6 +254,13 @@ export type ResolvedBufferLockOptions = Readonly<
  * Validates module options and fills in the defaults. Throws one `BufferLockConfigError` listing
  * every violation in `messages`' words. `redis` is returned as given (a URL stays a URL); the
  * module turns it into a factory.
+ *
+ * @example
+ * ```ts
+ * const options = resolveBufferLockOptions({ redis: 'memory://', ttl: 30 }, messages);
+ * options.lockTimeout; // 10
+ * options.redis; // 'memory://'
+ * ```
  */
 export function resolveBufferLockOptions(
   input: BufferLockOptions,
@@ -256,12 +275,24 @@ export function resolveBufferLockOptions(
 /**
  * What the single-flight engine runs with: resolved module options less the lock's own (the
  * lock has them), `ttl` aside, which is the default of every call.
+ *
+ * @example
+ * ```ts
+ * const options: FlightOptions = resolveFlightOptions({ onBusy: 'skip' }, lock.ttl, messages);
+ * ```
  */
 export type FlightOptions = Omit<ResolvedBufferLockOptions, 'redis' | 'namespace' | 'fencing'>;
 
 /**
  * Options for an engine made without the module: those given are validated, the rest take their
  * defaults, and `ttl` defaults to the lock's. Resolved options are taken as they are.
+ *
+ * @example
+ * ```ts
+ * const options = resolveFlightOptions({ onBusy: 'skip' }, 30, messages);
+ * options.ttl; // 30: the lock's
+ * options.lockTimeout; // 10: the default
+ * ```
  */
 export function resolveFlightOptions(
   input: Partial<Omit<BufferLockOptions, 'redis'>> | FlightOptions = {},
@@ -279,6 +310,13 @@ export function resolveFlightOptions(
 /**
  * The message settings in raw module options, leaving out any that are themselves invalid so that
  * they are reported in words that still render.
+ *
+ * @example
+ * ```ts
+ * const messages = new BufferLockMessages(messageSettingsOf(rawOptions));
+ * messageSettingsOf({ locale: 'de', messages: { no_such_id: 'x' } });
+ * // { locale: 'de', catalogs: undefined, messages: undefined }: invalid overrides left out
+ * ```
  */
 export function messageSettingsOf(input: unknown): MessageSettings {
   const raw = readableCopy(input);

@@ -6,6 +6,12 @@ const isPositiveInteger = (value: unknown): boolean =>
 /**
  * The declaration of the circuit breaker's options (module option `circuitBreaker`): for each one
  * its type, its default and its rule. Fields left out take these defaults.
+ *
+ * @example
+ * ```ts
+ * new CircuitBreakerOptionsDto(); // { failureThreshold: 5, openSeconds: 10, probes: 1 }
+ * BufferLockModule.forRoot({ redis: 'memory://', circuitBreaker: { failureThreshold: 3 } });
+ * ```
  */
 export class CircuitBreakerOptionsDto {
   /** Consecutive Redis failures that open the breaker. Default `5`. */

@@ -64,6 +64,12 @@ const fieldOf = (value: object, name: string): unknown => {
  * Whether `value` is an ioredis `Redis` or `Cluster`, or a fork with their shape (iovalkey, for
  * one): `eval()` and `pipeline()` methods, an `options` object, a `status` string and an
  * `isCluster` flag. Only such a client is sent pipelines.
+ *
+ * @example
+ * ```ts
+ * isIoredisClient(new Redis()); // true
+ * isIoredisClient(createClient()); // false: node-redis
+ * ```
  */
 export const isIoredisClient = (value: unknown): boolean => {
   if (typeof value !== 'object' || value === null) return false;
@@ -84,6 +90,14 @@ export const isIoredisClient = (value: unknown): boolean => {
  * of the `redis` package, with every method the lock calls), or any other object with `eval()`
  * (the minimal {@link RedisScriptClient}). Something shaped like node-redis that lacks one of the
  * methods it needs is refused: its `eval()` takes other arguments than the minimal interface's.
+ *
+ * @example
+ * ```ts
+ * isScriptClient(new Redis()); // true
+ * isScriptClient(createClient()); // true: node-redis
+ * isScriptClient({ eval: () => 0 }); // true: the minimal client
+ * isScriptClient({ eval: () => 0, sendCommand: () => 0, isOpen: true }); // false
+ * ```
  */
 export const isScriptClient = (value: unknown): value is LockClient =>
   typeof value === 'object' &&
@@ -111,6 +125,12 @@ const isMessageCatalog = (value: unknown): boolean => {
 /**
  * The declaration of the lock's options: for each one its type, its default (the initializer),
  * its rule and the message id it is refused with.
+ *
+ * @example
+ * ```ts
+ * new RedisLockOptionsDto().namespace; // 'buffer:lock:'
+ * validateOptions(RedisLockOptionsDto, { redis: 'memory://', ttl: '30' }, messages).ttl; // 30
+ * ```
  */
 export class RedisLockOptionsDto {
   /**
@@ -173,12 +193,27 @@ export type RedisLockOptions = Partial<Omit<RedisLockOptionsDto, 'redis'>> & {
   redis: LockClient | RedisClientFactory | MemoryUrl;
 };
 
-/** The lock's options after validation: defaults filled in, `ttl` a number. */
+/**
+ * The lock's options after validation: defaults filled in, `ttl` a number.
+ *
+ * @example
+ * ```ts
+ * const options: ResolvedLockOptions = resolveLockOptions({ redis: 'memory://', ttl: 30 });
+ * options.namespace; // 'buffer:lock:'
+ * ```
+ */
 export type ResolvedLockOptions = Readonly<RedisLockOptions & Omit<RedisLockOptionsDto, 'redis'>>;
 
 /**
  * Validates lock options and fills in the defaults. Throws a `BufferLockConfigError` whose
  * `message` is the catalog text of the violation (of every one, line by line).
+ *
+ * @example
+ * ```ts
+ * const options = resolveLockOptions({ redis: () => new Redis(), ttl: 30 });
+ * options.connectTimeout; // 10
+ * resolveLockOptions({ redis: 'memory://', ttl: -1 }); // throws: redis_ttl_invalid
+ * ```
  */
 export function resolveLockOptions(
   input: RedisLockOptions,
@@ -187,7 +222,15 @@ export function resolveLockOptions(
   return validateOptions(RedisLockOptionsDto, input, messages) as ResolvedLockOptions;
 }
 
-/** The overrides in `input`, or none when they are themselves invalid. */
+/**
+ * The overrides in `input`, or none when they are themselves invalid.
+ *
+ * @example
+ * ```ts
+ * safeCatalog({ messages: { redis_lock_failed: 'x' } }); // { redis_lock_failed: 'x' }
+ * safeCatalog({ messages: { no_such_id: 'x' } }); // undefined
+ * ```
+ */
 export function safeCatalog(input: unknown): MessageCatalog | undefined {
   const catalog =
     typeof input === 'object' && input !== null ? fieldOf(input, 'messages') : undefined;

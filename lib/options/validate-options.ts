@@ -21,6 +21,12 @@ const register = <V>(table: WeakMap<object, V>, target: object, make: () => V): 
 /**
  * A class-validator rule that reports `messageId` when `test` fails. Each rule maps to exactly one
  * catalog text: the message id is the constraint's message.
+ *
+ * @example
+ * ```ts
+ * @Rule('share_invalid', (v) => typeof v === 'boolean')
+ * share: boolean = false;
+ * ```
  */
 export function Rule(
   messageId: MessageId,
@@ -47,6 +53,12 @@ export function Rule(
 /**
  * A number of seconds: a positive decimal, or a string spelling one (as environment config
  * delivers it); with `orZero`, 0 too. The resolved options hold the number.
+ *
+ * @example
+ * ```ts
+ * @Seconds('cache_grace_invalid', { orZero: true })
+ * grace: number = 0;
+ * ```
  */
 export function Seconds(messageId: MessageId, { orZero = false } = {}): PropertyDecorator {
   const read = (value: unknown): number | undefined =>
@@ -62,6 +74,12 @@ export function Seconds(messageId: MessageId, { orZero = false } = {}): Property
  * Options of their own class inside the options: a plain object is read as an instance of `Dto`
  * (its defaults fill what it leaves out) and validated field by field; anything else is refused
  * with `messageId`.
+ *
+ * @example
+ * ```ts
+ * @Nested(CircuitBreakerOptionsDto, 'circuit_breaker_invalid')
+ * circuitBreaker: CircuitBreakerSettings = new CircuitBreakerOptionsDto();
+ * ```
  */
 export function Nested(Dto: new () => object, messageId: MessageId): PropertyDecorator {
   const shape = Rule(messageId, (value) => value instanceof Dto);
@@ -98,6 +116,12 @@ const UNREADABLE: unique symbol = Symbol('unreadable option');
 /**
  * The own enumerable options of `input`, each read once. One whose getter throws, or a Proxy
  * whose traps throw, is {@link UNREADABLE}; an object whose keys cannot be listed gives none.
+ *
+ * @example
+ * ```ts
+ * readableCopy({ ttl: 30, get boom() { throw new Error('no'); } });
+ * // { ttl: 30, boom: UNREADABLE }
+ * ```
  */
 export function readableCopy(input: unknown): Record<string, unknown> {
   const copy: Record<string, unknown> = {};
@@ -178,6 +202,13 @@ function fillAcceptedUndefined(dto: object, defaults: object): void {
  *
  * Seconds come out as numbers. Throws one {@link BufferLockConfigError} listing every violation.
  * The result is marked as resolved ({@link isResolved}).
+ *
+ * @example
+ * ```ts
+ * validateOptions(CircuitBreakerOptionsDto, { openSeconds: '2.5' }, messages);
+ * // { failureThreshold: 5, openSeconds: 2.5, probes: 1 }
+ * validateOptions(BufferLockOptionsDto, { ttl: '30' }, messages, 'partial'); // { ttl: 30 }
+ * ```
  */
 export function validateOptions<T extends object>(
   Dto: new () => T,
@@ -207,12 +238,29 @@ export function validateOptions<T extends object>(
   return dto;
 }
 
-/** Whether `options` came out of {@link validateOptions} (or {@link markResolved}). */
+/**
+ * Whether `options` came out of {@link validateOptions} (or {@link markResolved}).
+ *
+ * @example
+ * ```ts
+ * const options = validateOptions(CircuitBreakerOptionsDto, {}, messages);
+ * isResolved(options); // true
+ * isResolved({ ...options }); // false: a copy is not
+ * ```
+ */
 export function isResolved(options: unknown): boolean {
   return typeof options === 'object' && options !== null && resolvedObjects.has(options);
 }
 
-/** Marks a copy of resolved options as resolved too (e.g. frozen, with `redis` made a factory). */
+/**
+ * Marks a copy of resolved options as resolved too (e.g. frozen, with `redis` made a factory).
+ *
+ * @example
+ * ```ts
+ * const frozen = markResolved(Object.freeze({ ...options }));
+ * isResolved(frozen); // true
+ * ```
+ */
 export function markResolved<T extends object>(options: T): T {
   resolvedObjects.add(options);
   return options;

@@ -15,6 +15,12 @@ return 0
 /**
  * What a SET answered that it never answers: the caller reads it as a bad reply. A SET reply such
  * as the number 1 must not pass on as the script's "taken".
+ *
+ * @example
+ * ```ts
+ * const client = { eval: () => 0, set: () => 1 }; // a SET that answers 1
+ * await acquireLock(client, 'buffer:lock:9a03', createToken(), 30_000); // UNEXPECTED_SET_REPLY
+ * ```
  */
 export const UNEXPECTED_SET_REPLY: unique symbol = Symbol('unexpected SET reply');
 
@@ -31,6 +37,12 @@ const fromSetReply = (reply: unknown): unknown =>
  * A client with `set()` (ioredis, node-redis adapters) is sent the plain `SET … NX PX`: the same
  * single atomic command the script would run, without the cost of a Lua call on the server. A
  * client with only `eval()` (all that `RedisScriptClient` requires) runs it through the script.
+ *
+ * @example
+ * ```ts
+ * const answer = await acquireLock(client, 'buffer:lock:9a03', createToken(), 30_000);
+ * if (answer === 1) console.log('taken'); // 0: another holder has it
+ * ```
  */
 export function acquireLock(
   client: RedisScriptClient,

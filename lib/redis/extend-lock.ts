@@ -15,6 +15,12 @@ return 0
 /**
  * Sets the expiry of `key` to `ttlMs` from now while it still holds `token`. Resolves 1 when it
  * did, 0 when the lock is no longer ours.
+ *
+ * @example
+ * ```ts
+ * const answer = await extendLock(client, guard.key, guard.token, 30_000);
+ * if (answer === 0) console.warn('lock lost');
+ * ```
  */
 export function extendLock(
   client: RedisScriptClient,

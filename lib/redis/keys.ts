@@ -114,6 +114,13 @@ function tagForSlot(slot: number): string {
 /**
  * The tag `{T}` and the text after it that, with a role or a prefix, make every derived key: any
  * key that starts with a brace-free prefix and goes on with it lands in the lock key's slot.
+ *
+ * @example
+ * ```ts
+ * slotPrefix('buffer:lock:9a03'); // '{buffer:lock:9a03}'
+ * slotPrefix('{shop}9a03'); // '{shop}{shop}9a03'
+ * slotPrefix('a{b'); // '{4q2}a{b': a brace-free tag of the same slot
+ * ```
  */
 export function slotPrefix(lockKey: string): string {
   const tag = hashTag(lockKey);

@@ -49,6 +49,14 @@ export type ScriptTwin = (
  * A Lua script with its SHA1, run by EVALSHA with an EVAL fallback, and its JavaScript twin for
  * the in-memory backend. Scripts take every value through KEYS and ARGV; their source is constant
  * text, never built by interpolation.
+ *
+ * @example
+ * ```ts
+ * const PTTL: LuaScript = luaScript(`return redis.call('PTTL', KEYS[1])`, (redis, [key]) =>
+ *   redis.pttl(key!),
+ * );
+ * PTTL.sha; // the hex SHA1 of PTTL.source
+ * ```
  */
 export interface LuaScript {
   readonly source: string;
@@ -100,6 +108,12 @@ const isNoScript = (error: unknown): boolean => {
  * answers NOSCRIPT (a restarted server, a fail-over, SCRIPT FLUSH). It only calls the client's
  * methods; it never defines commands on the client or changes it in any other way. Never throws:
  * a client that throws, or answers with no promise, gives a rejected or resolved promise.
+ *
+ * @example
+ * ```ts
+ * const ms = await runScript(client, PTTL, ['buffer:lock:9a03'], []); // -2 when the key is gone
+ * await runScript(client, EXTEND, [guard.key], [guard.token, 30_000]);
+ * ```
  */
 export function runScript(
   client: RedisScriptClient,

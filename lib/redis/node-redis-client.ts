@@ -83,6 +83,12 @@ const METHODS = [
 /**
  * Whether `value` looks like a node-redis client or cluster (`sendCommand()` with an `isOpen`
  * flag), whether or not it has all the library needs.
+ *
+ * @example
+ * ```ts
+ * looksLikeNodeRedis(createClient()); // true
+ * looksLikeNodeRedis(new Redis()); // false: ioredis has no isOpen
+ * ```
  */
 export const looksLikeNodeRedis = (value: object): boolean =>
   typeof fieldOf(value, 'sendCommand') === 'function' &&

@@ -9,14 +9,28 @@ const SET_PX = luaScript(
 );
 const DEL = luaScript(`return redis.call('DEL', KEYS[1])`, (redis, [key]) => redis.del(key!));
 
-/** The string at `key`, or `null` when there is none. Rejects when Redis could not be asked. */
+/**
+ * The string at `key`, or `null` when there is none. Rejects when Redis could not be asked.
+ *
+ * @example
+ * ```ts
+ * await getValue(client, 'buffer:cache:report'); // 'hello', or null
+ * ```
+ */
 export function getValue(client: RedisScriptClient, key: string): Promise<string | null> {
   return runScript(client, GET, [key], []).then((answer) =>
     typeof answer === 'string' ? answer : null,
   );
 }
 
-/** Sets `key` to `value` for `ttlMs` milliseconds. */
+/**
+ * Sets `key` to `value` for `ttlMs` milliseconds.
+ *
+ * @example
+ * ```ts
+ * await setValue(client, 'buffer:cache:report', 'hello', 60_000); // 'OK'
+ * ```
+ */
 export function setValue(
   client: RedisScriptClient,
   key: string,
@@ -26,7 +40,14 @@ export function setValue(
   return runScript(client, SET_PX, [key], [value, ttlMs]);
 }
 
-/** Deletes `key`. */
+/**
+ * Deletes `key`.
+ *
+ * @example
+ * ```ts
+ * await deleteKey(client, 'buffer:cache:report'); // 1 when it was there, else 0
+ * ```
+ */
 export function deleteKey(client: RedisScriptClient, key: string): Promise<unknown> {
   return runScript(client, DEL, [key], []);
 }

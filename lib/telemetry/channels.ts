@@ -39,7 +39,14 @@ export const CHANNEL_NAMES = {
   breaker: 'nestjs-buffer-lock:breaker',
 } as const;
 
-/** How an operation ended: `'ok'`, `'error'` (see `error`), or `'skipped'` (nothing was run). */
+/**
+ * How an operation ended: `'ok'`, `'error'` (see `error`), or `'skipped'` (nothing was run).
+ *
+ * @example
+ * ```ts
+ * const outcome: TraceOutcome = 'skipped'; // a call that found the key busy and ran nothing
+ * ```
+ */
 export type TraceOutcome = 'ok' | 'error' | 'skipped';
 
 /**
@@ -169,33 +176,96 @@ export interface BreakerMessage {
   readonly previous: CircuitState;
 }
 
-/** The flight tracing channel. */
+/**
+ * The flight tracing channel.
+ *
+ * @example
+ * ```ts
+ * flightChannel.subscribe({
+ *   start() {},
+ *   end() {},
+ *   asyncStart() {},
+ *   asyncEnd: (t) => console.log(t.keyHash, t.role, t.waitMs),
+ *   error() {},
+ * });
+ * ```
+ */
 export const flightChannel: TracingChannel<unknown, FlightTrace> = diagnostics.tracingChannel(
   CHANNEL_NAMES.flight,
 );
-/** The lock tracing channel. */
+/**
+ * The lock tracing channel.
+ *
+ * @example
+ * ```ts
+ * if (lockChannel.hasSubscribers) {
+ *   return traceLock('acquire', redisKey, undefined, () => this.take(redisKey, ttl));
+ * }
+ * ```
+ */
 export const lockChannel: TracingChannel<unknown, LockTrace> = diagnostics.tracingChannel(
   CHANNEL_NAMES.lock,
 );
-/** The cache tracing channel. */
+/**
+ * The cache tracing channel.
+ *
+ * @example
+ * ```ts
+ * return traced(cacheChannel, trace, () => this.lookup(key, lockKey, factory, settings, trace));
+ * ```
+ */
 export const cacheChannel: TracingChannel<unknown, CacheTrace> = diagnostics.tracingChannel(
   CHANNEL_NAMES.cache,
 );
-/** The lost-lock channel. */
+/**
+ * The lost-lock channel.
+ *
+ * @example
+ * ```ts
+ * if (lockLostChannel.hasSubscribers) lockLostChannel.publish(lockLostMessage(event, false));
+ * ```
+ */
 export const lockLostChannel: Channel = diagnostics.channel(CHANNEL_NAMES.lockLost);
-/** The breaker channel. */
+/**
+ * The breaker channel.
+ *
+ * @example
+ * ```ts
+ * breakerChannel.subscribe((m) => console.log((m as BreakerMessage).state));
+ * ```
+ */
 export const breakerChannel: Channel = diagnostics.channel(CHANNEL_NAMES.breaker);
 
-/** The hex MD5 part of a lock's Redis key (its last 32 characters, whatever comes before). */
+/**
+ * The hex MD5 part of a lock's Redis key (its last 32 characters, whatever comes before).
+ *
+ * @example
+ * ```ts
+ * keyHashOf('buffer:lock:9a0364b9e99bb480dd25e1f0284c8555'); // '9a0364b9e99bb480dd25e1f0284c8555'
+ * ```
+ */
 export const keyHashOf = (redisKey: string): string => redisKey.slice(-32);
 
-/** Milliseconds now, for the durations of the traces (monotonic). */
+/**
+ * Milliseconds now, for the durations of the traces (monotonic).
+ *
+ * @example
+ * ```ts
+ * const started = nowMs();
+ * context.durationMs = nowMs() - started;
+ * ```
+ */
 export const nowMs = (): number => performance.now();
 
 /**
  * Runs `run` as one traced operation of `channel`: start, end, then asyncStart and asyncEnd once
  * it settles (error before them when it rejects). Its outcome is `'ok'` or `'error'` unless the
  * operation set one.
+ *
+ * @example
+ * ```ts
+ * const value = await traced(flightChannel, { keyHash: keyHashOf(redisKey) }, () => build());
+ * ```
  */
 export function traced<C extends { outcome?: unknown; error?: unknown }, T>(
   channel: TracingChannel<unknown, C>,
