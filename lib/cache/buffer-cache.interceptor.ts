@@ -24,7 +24,14 @@ const FOREVER_SECONDS = 100 * 365 * 24 * 3600;
 type CacheKeyFactory = (context: ExecutionContext) => string | undefined | null;
 type CacheTtlFactory = (context: ExecutionContext) => number | Promise<number>;
 
-/** What `X-Cache` says: the lookup's status, as CacheInterceptor spells its own. */
+/**
+ * What `X-Cache` says: the lookup's status, as CacheInterceptor spells its own.
+ *
+ * @example
+ * ```ts
+ * const status: CacheHeaderStatus = 'stale'; // sent as `X-Cache: STALE`
+ * ```
+ */
 export type CacheHeaderStatus = CacheLookup<unknown>['status'];
 
 const HEADERS: Readonly<Record<CacheHeaderStatus, string>> = {

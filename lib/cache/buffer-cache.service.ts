@@ -46,13 +46,28 @@ export interface BufferCacheEvents {
   shared: [key: string];
 }
 
-/** The outcome of one lookup: the value and how it was had (the interceptor's `X-Cache`). */
+/**
+ * The outcome of one lookup: the value and how it was had (the interceptor's `X-Cache`).
+ *
+ * @example
+ * ```ts
+ * const lookup: CacheLookup<Report> = await cache[LOOKUP]('report:1', () => buildReport(1));
+ * if (lookup.status === 'stale') metrics.increment('cache.stale');
+ * ```
+ */
 export interface CacheLookup<T> {
   readonly value: T;
   readonly status: 'hit' | 'miss' | 'stale';
 }
 
-/** The lookup with its status, for the library's own layers (the interceptor). */
+/**
+ * The lookup with its status, for the library's own layers (the interceptor).
+ *
+ * @example
+ * ```ts
+ * const { value, status } = await cache[LOOKUP]('report:1', () => buildReport(1), { ttl: 30 });
+ * ```
+ */
 export const LOOKUP: unique symbol = Symbol('lookup');
 
 /**

@@ -6,7 +6,15 @@ import {
 } from '../serialization/result-serializer.js';
 import { errorText } from '../errors/error-text.js';
 
-/** One cached value with its own freshness: fresh until `freshUntil`, servable until `staleUntil`. */
+/**
+ * One cached value with its own freshness: fresh until `freshUntil`, servable until `staleUntil`.
+ *
+ * @example
+ * ```ts
+ * const now = Date.now();
+ * const entry: CacheEntry = { value: report, freshUntil: now + 60_000, staleUntil: now + 660_000 };
+ * ```
+ */
 export interface CacheEntry {
   readonly value: unknown;
   /** Epoch ms until which the entry is served as it is, with no lock. */
@@ -22,6 +30,12 @@ const SEPARATOR = ':';
 /**
  * The text stored for `value`. Throws the catalog's `cache_value_unserializable` error when the
  * serializer cannot represent it; nothing is stored then.
+ *
+ * @example
+ * ```ts
+ * const text = encodeEntry(JSON_RESULT_SERIALIZER, messages, 'report:1', entry);
+ * await store.set('report:1', text, entry.staleUntil - Date.now());
+ * ```
  */
 export function encodeEntry(
   serializer: ResultSerializer,
@@ -47,7 +61,15 @@ export function encodeEntry(
   return `${entry.freshUntil}${SEPARATOR}${entry.staleUntil}${SEPARATOR}${payload}`;
 }
 
-/** The entry in `text`. Throws when it is not one (another program's value under the key). */
+/**
+ * The entry in `text`. Throws when it is not one (another program's value under the key).
+ *
+ * @example
+ * ```ts
+ * const text = await store.get('report:1');
+ * const entry = typeof text === 'string' ? decodeEntry(JSON_RESULT_SERIALIZER, text) : undefined;
+ * ```
+ */
 export function decodeEntry(serializer: ResultSerializer, text: unknown): CacheEntry {
   if (typeof text !== 'string') throw new TypeError('not a cache entry');
   const first = text.indexOf(SEPARATOR);

@@ -30,6 +30,12 @@ interface CacheManagerLike {
 /**
  * The store for the module's `cache` option, picked by shape: a cache-manager `Cache` (it has
  * `del`) is adapted; a Keyv instance or any `BufferCacheStore` is used as it is.
+ *
+ * @example
+ * ```ts
+ * const store = cacheStoreOf(cacheManager); // a cache-manager `Cache`: `delete` calls its `del`
+ * await store.set('report:1', text, 60_000);
+ * ```
  */
 export function cacheStoreOf(cache: object): BufferCacheStore {
   if (hasMethods('get', 'set', 'del')(cache) && !hasMethods('delete')(cache)) {

@@ -7,6 +7,11 @@ const given = (_options: object, value: unknown): boolean => value !== undefined
  * The declaration of the cache's per-call options (module option `cacheDefaults`, and the options
  * of `getOrSet`, `@Cached` and `@CacheTTL`-less interceptor routes): for each one its type, its
  * default and its rule.
+ *
+ * @example
+ * ```ts
+ * const own = validateOptions(CacheOptionsDto, { ttl: '30', grace: 300 }, messages, 'partial');
+ * ```
  */
 export class CacheOptionsDto {
   /** Seconds an entry is fresh: served from the store with no lock at all. Default `60`. */
@@ -46,7 +51,14 @@ export class CacheOptionsDto {
  */
 export type BufferCacheOptions = Partial<CacheOptionsDto>;
 
-/** A cached call's options, complete. */
+/**
+ * A cached call's options, complete.
+ *
+ * @example
+ * ```ts
+ * const settings: CacheSettings = callSettings.of({ ttl: 60, grace: 600 }); // the rest: defaults
+ * ```
+ */
 export type CacheSettings = Readonly<Required<Omit<CacheOptionsDto, 'lockTtl' | 'lockTimeout'>>> & {
   readonly lockTtl: number;
   readonly lockTimeout: number;

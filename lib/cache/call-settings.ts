@@ -24,6 +24,13 @@ function idOf(options: BufferCacheOptions): string | undefined {
 /**
  * A cached call's settings: its options over the defaults, validated once per set of values.
  * Callers pass a new object literal on every call, and validation costs far more than a read.
+ *
+ * @example
+ * ```ts
+ * const defaults = { ttl: 60, grace: 0, timeout: 0, lockTtl: 30, lockTimeout: 5 };
+ * const callSettings = new CallSettings(defaults, messages);
+ * const settings = callSettings.of({ ttl: 30, grace: 300 }); // validated once for these values
+ * ```
  */
 export class CallSettings {
   private readonly kept = new Map<string, CacheSettings>();

@@ -13,7 +13,14 @@ import { cacheStoreOf, type BufferCacheStore } from './cache-store.js';
 import { RedisCacheStore } from './redis-cache.store.js';
 import { errorText } from '../errors/error-text.js';
 
-/** What an {@link EntryStore} works with. */
+/**
+ * What an {@link EntryStore} works with.
+ *
+ * @example
+ * ```ts
+ * const parts: EntryStoreParts = { lock, cache: keyv, prefix, serializer, messages, log, now };
+ * ```
+ */
 export interface EntryStoreParts {
   readonly lock: RedisLockService;
   /** The module's `cache`: a cache-manager `Cache`, a Keyv, a `BufferCacheStore`; or the built-in. */
@@ -29,6 +36,14 @@ export interface EntryStoreParts {
  * The cache's entries in their store: where each lives, how it is written and read, and what a
  * failing store means (a miss, logged once per interval). On the built-in store an entry lives
  * in its lock key's hash slot, so that a build writes it and releases the lock in one script.
+ *
+ * @example
+ * ```ts
+ * const entries = new EntryStore({ lock, cache: keyv, prefix, serializer, messages, log, now });
+ * const text = entries.encode(key, report, settings);
+ * await entries.write(key, lock.redisKey(key), text, settings);
+ * const entry = await entries.lookup(key, lock.redisKey(key));
+ * ```
  */
 export class EntryStore {
   private readonly store: BufferCacheStore;

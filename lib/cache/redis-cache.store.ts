@@ -5,6 +5,12 @@ import type { BufferCacheStore } from './cache-store.js';
 /**
  * The default store: entries on the lock's own Redis client, each key in its lock's hash slot (so
  * that a build writes its entry, releases its lock and wakes its waiters in one script).
+ *
+ * @example
+ * ```ts
+ * const store = new RedisCacheStore(() => lock.getClient());
+ * await store.set(storeKey, text, 60_000);
+ * ```
  */
 export class RedisCacheStore implements BufferCacheStore {
   /** The lock's client once it was had: a hit then costs no step to reach it. */

@@ -15,6 +15,11 @@ import type { WaitStrategy } from './wait-strategy.js';
 /**
  * What single flight needs from a lock: `RedisLockService` has it, and so does a subclass that
  * adds a Cluster hash tag in `key()`.
+ *
+ * @example
+ * ```ts
+ * const lock: SingleFlightLock = new RedisLockService({ redis: () => new Redis() });
+ * ```
  */
 export type SingleFlightLock = Pick<
   RedisLockService,
@@ -25,6 +30,12 @@ export type SingleFlightLock = Pick<
  * How a call was let in: holding the lock, without it (Redis trouble, the breaker open, or
  * `lockTimeout` passed), with the result another process's leader shared (`share: true`), or not
  * at all (`'skip'`).
+ *
+ * @example
+ * ```ts
+ * const admitted: Admission = await admission.admit(key, lock.redisKey(key), settings);
+ * if (admitted.kind === 'shared') return admitted.value;
+ * ```
  */
 export type Admission =
   | { readonly kind: 'locked'; readonly guard: LockGuard }
@@ -32,10 +43,31 @@ export type Admission =
   | { readonly kind: 'shared'; readonly value: unknown }
   | { readonly kind: 'skipped' };
 
-/** What another process's leader left for this call, found after a wake-up. */
+/**
+ * What another process's leader left for this call, found after a wake-up.
+ *
+ * @example
+ * ```ts
+ * const peek: Peek = async () => {
+ *   const entry = await entries.read(key, lockKey);
+ *   return entry && { value: entry.value };
+ * };
+ * ```
+ */
 export type Peek = () => Promise<{ readonly value: unknown } | undefined>;
 
-/** What {@link LockAdmission} works with. */
+/**
+ * What {@link LockAdmission} works with.
+ *
+ * @example
+ * ```ts
+ * const parts: AdmissionParts = {
+ *   lock, waitStrategy, results, messages, log,
+ *   circuitBreaker: { failureThreshold: 5, openSeconds: 10, probes: 1 },
+ *   onBreakerChange: (state, previous) => logger.log(`breaker ${previous} -> ${state}`),
+ * };
+ * ```
+ */
 export interface AdmissionParts {
   readonly lock: SingleFlightLock;
   readonly waitStrategy: WaitStrategy;
@@ -66,6 +98,19 @@ const mayWaitOn = (error: LockError): boolean =>
  * the lock (logged, rate limited) or fails with a {@link RedisUnavailableError}; after repeated
  * failures the circuit breaker skips Redis for a while: until `openSeconds` end, or sooner, when
  * the lock's client is seen back (ready again, or answering a PING), then one probe decides.
+ *
+ * @example
+ * ```ts
+ * const admission = new LockAdmission(parts);
+ * const admitted = await admission.admit('report:1', undefined, engine.settingsFor({ ttl: 30 }));
+ * if (admitted.kind === 'locked' || admitted.kind === 'unlocked') {
+ *   try {
+ *     await buildReport(1);
+ *   } finally {
+ *     await admission.release(admitted); // releases only a held lock
+ *   }
+ * }
+ * ```
  */
 export class LockAdmission {
   /** The circuit breaker in front of Redis, if any. */

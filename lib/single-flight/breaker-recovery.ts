@@ -12,7 +12,14 @@ interface WatchedClient {
   ping?(): Promise<unknown>;
 }
 
-/** What a {@link BreakerRecovery} works with. */
+/**
+ * What a {@link BreakerRecovery} works with.
+ *
+ * @example
+ * ```ts
+ * const options: BreakerRecoveryOptions = { client: () => lock.getClient(), onBack, checkMs: 250 };
+ * ```
+ */
 export interface BreakerRecoveryOptions {
   /** The client the lock uses (`() => lock.getClient()`); a rejection means nothing to watch. */
   readonly client: () => Promise<unknown>;

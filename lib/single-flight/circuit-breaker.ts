@@ -9,7 +9,14 @@
  */
 export type CircuitState = 'closed' | 'open' | 'half-open';
 
-/** What a {@link CircuitBreaker} runs with: the resolved `circuitBreaker` option, a clock, a listener. */
+/**
+ * What a {@link CircuitBreaker} runs with: the resolved `circuitBreaker` option, a clock, a listener.
+ *
+ * @example
+ * ```ts
+ * const options: CircuitBreakerOptions = { failureThreshold: 5, openSeconds: 10, probes: 1 };
+ * ```
+ */
 export interface CircuitBreakerOptions {
   /** Consecutive Redis failures that open the breaker. */
   readonly failureThreshold: number;

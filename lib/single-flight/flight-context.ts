@@ -41,7 +41,15 @@ export function currentFlight(): FlightContext | undefined {
   return storage.getStore();
 }
 
-/** Runs `work` with `context` as its {@link currentFlight}. */
+/**
+ * Runs `work` with `context` as its {@link currentFlight}.
+ *
+ * @example
+ * ```ts
+ * const context: FlightContext = { cacheKey: 'report:1', locked: true, signal, fence: undefined };
+ * const report = await runInFlight(context, () => buildReport(1)); // currentFlight() is `context`
+ * ```
+ */
 export function runInFlight<T>(context: FlightContext, work: () => T): T {
   return storage.run(context, work);
 }

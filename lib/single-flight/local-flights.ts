@@ -4,6 +4,13 @@ import { Observable, ReplaySubject, share, tap } from 'rxjs';
  * The flights in progress in this process, by Redis key: concurrent calls for a key are one
  * flight (like Go's `singleflight.Do`), so only its leader ever touches Redis. A flight is
  * forgotten before its outcome reaches anyone: a call after that starts a new one.
+ *
+ * @example
+ * ```ts
+ * const flights = new LocalFlights();
+ * const report =
+ *   flights.promise<Report>(redisKey) ?? flights.startPromise(redisKey, () => buildReport(1));
+ * ```
  */
 export class LocalFlights {
   private readonly promises = new Map<string, Promise<unknown>>();

@@ -26,6 +26,14 @@ export interface FlightLockLostEvent extends LockLostEvent {
  * How a caller built on single flight (the cache) takes part in a run: what it finds after a
  * wake-up, and how the leader lets go (writing what it made in the same step, or holding the lock
  * a while after a failure so that no other worker retries at once).
+ *
+ * @example
+ * ```ts
+ * const hooks: FlightHooks = {
+ *   peek: fresh,
+ *   release: (guard) => entries.writeAndRelease(guard, key, payload, settings),
+ * };
+ * ```
  */
 export interface FlightHooks {
   readonly peek?: Peek;
@@ -35,7 +43,17 @@ export interface FlightHooks {
   readonly failed?: (guard: LockGuard, error: unknown) => Promise<void>;
 }
 
-/** What {@link LockedRun} works with. */
+/**
+ * What {@link LockedRun} works with.
+ *
+ * @example
+ * ```ts
+ * const parts: LockedRunParts = {
+ *   lock, admission, results, messages, log,
+ *   onLockLost: (event) => logger.warn(`lock of ${event.cacheKey} lost: ${event.reason}`),
+ * };
+ * ```
+ */
 export interface LockedRunParts {
   readonly lock: SingleFlightLock;
   readonly admission: LockAdmission;
@@ -80,6 +98,12 @@ const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
  * One admitted call's run: the work runs holding the lock under a watchdog (extended every
  * ttl/3, up to `maxHold`; a lost lock is logged, emitted, and aborts the work's signal), then the
  * result is shared (`share: true`) and the lock released in one script, or simply released.
+ *
+ * @example
+ * ```ts
+ * const runs = new LockedRun(parts);
+ * const report = await runs.promise('report:1', undefined, () => buildReport(1), settings);
+ * ```
  */
 export class LockedRun {
   constructor(private readonly parts: LockedRunParts) {}

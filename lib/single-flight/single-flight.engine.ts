@@ -29,15 +29,35 @@ import { SettingsResolver } from './settings-resolver.js';
 import { ThrottledLog } from './throttled-log.js';
 import type { WaitStrategy } from './wait-strategy.js';
 
-/** The engine's flight across processes with hooks, for the library's own layers. */
+/**
+ * The engine's flight across processes with hooks, for the library's own layers.
+ *
+ * @example
+ * ```ts
+ * const built = await engine[CROSS_PROCESS](key, lock.redisKey(key), work, settings, hooks);
+ * ```
+ */
 export const CROSS_PROCESS: unique symbol = Symbol('crossProcess');
 
-/** The state of the engine's wake-up subscriber, for the library's own health check. */
+/**
+ * The state of the engine's wake-up subscriber, for the library's own health check.
+ *
+ * @example
+ * ```ts
+ * const state = await engine[SUBSCRIBER_STATE](); // 'usable', 'unusable' or 'none'
+ * ```
+ */
 export const SUBSCRIBER_STATE: unique symbol = Symbol('subscriberState');
 
 /**
  * Whether busy callers are woken by pub/sub now: `usable`, `unusable` (they poll until a
  * subscription is confirmed again), or `none` (the engine's wait strategy is not pub/sub).
+ *
+ * @example
+ * ```ts
+ * const subscriber: SubscriberState = details.subscriber; // of a BufferLockHealthDetails
+ * if (subscriber === 'unusable') logger.warn('busy callers poll until pub/sub is back');
+ * ```
  */
 export type SubscriberState = 'usable' | 'unusable' | 'none';
 
