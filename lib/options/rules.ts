@@ -77,7 +77,7 @@ export const isCacheStore = (value: unknown): boolean =>
   hasMethods('get', 'set', 'del')(value) || hasMethods('get', 'set', 'delete')(value);
 
 /**
- * A rule argument that passes when the option was left out.
+ * For `@ValidateIf`: true when the option is given, so that an option left out is not validated.
  *
  * @example
  * ```ts
