@@ -157,5 +157,12 @@ export type MessageCatalog = Partial<Record<MessageId, string>>;
  */
 export type MessageParams = Readonly<Record<string, string | number>>;
 
-/** Every message id, in catalog order. */
+/**
+ * Every message id, in catalog order.
+ *
+ * @example
+ * ```ts
+ * const missing = MESSAGE_IDS.filter((id) => !(id in myCatalog));
+ * ```
+ */
 export const MESSAGE_IDS: readonly MessageId[] = Object.keys(ENGLISH_MESSAGES) as MessageId[];
