@@ -31,7 +31,7 @@ export const readGuard = (value: unknown): { key: string; token: string } | unde
  * isOwnKey('buffer:0cc1…', 'buffer:'); // true
  * isOwnKey('{buffer:0cc1…}', 'buffer:'); // true
  * isOwnKey('{user1}buffer:0cc1…', 'buffer:'); // true
- * isOwnKey('session:42', 'buffer:'); // false
+ * isOwnKey('user:42', 'buffer:'); // false
  * ```
  */
 export function isOwnKey(redisKey: string, namespace: string): boolean {

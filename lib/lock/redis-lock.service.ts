@@ -175,18 +175,18 @@ export class RedisLockService {
     const releasing = unsent.sendIfConnected();
     if (releasing) await releasing;
     const wentOut = unsent.connected;
+    const ttlMs = toMilliseconds(seconds);
     try {
       const take = this.options.fencing ? acquireFencedLock : acquireLock;
-      answer = await take(client, guard.key, guard.token, toMilliseconds(seconds));
+      answer = await take(client, guard.key, guard.token, ttlMs);
     } catch (error) {
       // A timed-out script may still run: a paused or slow server reads it from its socket later.
       // A release of this call's own token, sent right behind it, lets go of a lock taken that
       // late instead of leaving the key blocked until the TTL. Best effort; never another holder's.
       // One that cannot go out after an acquire that did (the connection broke since) goes ahead
       // of the next acquire once the connection is back.
-      const ms = toMilliseconds(seconds);
       releaseLock(client, guard.key, guard.token).catch(() => {
-        if (wentOut && !unsent.connected) unsent.add(guard, ms);
+        if (wentOut && !unsent.connected) unsent.add(guard, ttlMs);
       });
       return [undefined, this.failure('redis_lock_failed', error)];
     }
