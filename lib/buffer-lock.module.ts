@@ -6,7 +6,7 @@ import {
 } from '@nestjs/common';
 import { BufferLockClients } from './buffer-lock.clients.js';
 import { BufferCache } from './cache/buffer-cache.service.js';
-import { BUFFER_LOCK_OPTIONS, BUFFER_LOCK_WAIT_STRATEGY } from './buffer-lock.constants.js';
+import { BUFFER_LOCK_OPTIONS, BUFFER_LOCK_WAIT_STRATEGY } from './options/buffer-lock.constants.js';
 import {
   BUFFER_LOCK_MODULE_OPTIONS,
   BUFFER_LOCK_OPTIONS_TYPE,

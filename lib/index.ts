@@ -2,8 +2,8 @@
 export { BufferLockModule } from './buffer-lock.module.js';
 export { BufferCacheInterceptor } from './cache/buffer-cache.interceptor.js';
 export { BufferCache } from './cache/buffer-cache.service.js';
-export { Cached } from './cache/cached.decorator.js';
-export type { BufferCacheOptions } from './cache/cache.options.js';
+export { Cached } from './decorators/cached.decorator.js';
+export type { BufferCacheOptions } from './options/cache.options.js';
 export type { BufferCacheStore } from './cache/cache-store.js';
 export { InjectBufferLockOptions } from './decorators/inject-buffer-lock-options.decorator.js';
 export type { SingleFlightKey } from './decorators/method-metadata.js';
@@ -25,14 +25,10 @@ export type {
   ResolvedBufferLockOptions,
 } from './options/buffer-lock.options.js';
 export type { SingleFlightOptions } from './options/single-flight.options.js';
-export type {
-  RedisClientFactory,
-  RedisLockOptions,
-  RedisScriptClient,
-} from './options/redis-lock.options.js';
+export type { RedisLockOptions } from './options/redis-lock.options.js';
+export type { RedisClientFactory } from './redis/client.js';
+export type { RedisScriptClient } from './types/clients.js';
 export { connectFailFast, FAIL_FAST_CLIENT_DEFAULTS } from './redis/client-defaults.js';
 export type { ResultSerializer } from './serialization/result-serializer.js';
-export {
-  SingleFlightEngine,
-  type FlightLockLostEvent,
-} from './single-flight/single-flight.engine.js';
+export { SingleFlightEngine } from './single-flight/single-flight.engine.js';
+export { type FlightLockLostEvent } from './types/events.js';

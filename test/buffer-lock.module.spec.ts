@@ -26,7 +26,7 @@ import {
   type MessageId,
   type ResolvedBufferLockOptions,
 } from '../lib/index.js';
-import { BUFFER_LOCK_OPTIONS } from '../lib/buffer-lock.constants.js';
+import { BUFFER_LOCK_OPTIONS } from '../lib/options/buffer-lock.constants.js';
 import { startRedis, type RedisServer } from './support/redis-server.js';
 import { MemoryLogger } from './support/nest-helpers.js';
 

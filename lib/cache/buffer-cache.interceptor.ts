@@ -11,7 +11,7 @@ import {
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { lastValueFrom, of, throwError, type Observable } from 'rxjs';
 import { BufferCache, LOOKUP, type CacheLookup } from './buffer-cache.service.js';
-import type { BufferCacheOptions } from './cache.options.js';
+import type { BufferCacheOptions } from '../options/cache.options.js';
 
 // The metadata keys of `@CacheKey()` and `@CacheTTL()` from @nestjs/cache-manager, spelled out so
 // that the package (an optional peer) is never loaded.

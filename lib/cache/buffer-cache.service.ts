@@ -1,3 +1,4 @@
+import type { BufferCacheEvents } from '../types/events.js';
 import { EventEmitter } from 'node:events';
 import type { RedisLockService } from '../lock/redis-lock.service.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
@@ -11,7 +12,7 @@ import { LocalFlights } from '../single-flight/local-flights.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 import { ThrottledLog } from '../single-flight/throttled-log.js';
 import { CallSettings } from './call-settings.js';
-import type { BufferCacheOptions, CacheSettings } from './cache.options.js';
+import type { BufferCacheOptions, CacheSettings } from '../options/cache.options.js';
 import { cacheTraceOf } from './cache-trace.js';
 import { EntryStore } from './entry-store.js';
 import { EntryBuilder, type Built } from './entry-builder.js';
@@ -20,31 +21,6 @@ import { withinMs } from './within-ms.js';
 import { toMilliseconds } from '../options/seconds.js';
 import { LockError } from '../errors/lock.error.js';
 import { cacheChannel, nowMs, traced, type CacheTrace } from '../telemetry/channels.js';
-
-/**
- * The events of a {@link BufferCache}, each with the cache key.
- *
- * @example
- * ```ts
- * cache.on('stale', (key) => metrics.increment('cache.stale'));
- * ```
- */
-export interface BufferCacheEvents {
-  /** A fresh entry was served: one store read, no lock. */
-  hit: [key: string];
-  /** No entry: the call joins or starts the build. */
-  miss: [key: string];
-  /** A stale entry (past `ttl`, within `grace`) was served. */
-  stale: [key: string];
-  /** This process refreshes a stale entry (no other worker does at the same time). */
-  refresh: [key: string];
-  /** A refresh failed; the stale entry is served until the next try, after a back-off. */
-  'refresh-failed': [key: string, error: unknown];
-  /** This process built an entry and stored it. */
-  built: [key: string];
-  /** A waiter took the entry another worker built, without building. */
-  shared: [key: string];
-}
 
 /**
  * The outcome of one lookup: the value and how it was had (the interceptor's `X-Cache`).

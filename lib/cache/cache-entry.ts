@@ -4,7 +4,7 @@ import {
   UnserializableValueError,
   type ResultSerializer,
 } from '../serialization/result-serializer.js';
-import { errorText } from '../errors/error-text.js';
+import { errorText } from '../messages/error-text.js';
 
 /**
  * One cached value with its own freshness: fresh until `freshUntil`, servable until `staleUntil`.

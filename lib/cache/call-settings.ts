@@ -1,6 +1,10 @@
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { validateOptions } from '../options/validate-options.js';
-import { CacheOptionsDto, type BufferCacheOptions, type CacheSettings } from './cache.options.js';
+import {
+  CacheOptionsDto,
+  type BufferCacheOptions,
+  type CacheSettings,
+} from '../options/cache.options.js';
 
 const OPTION_NAMES = ['ttl', 'grace', 'timeout', 'lockTtl', 'lockTimeout'] as const;
 const MAX_KEPT = 1000;

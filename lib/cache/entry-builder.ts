@@ -3,8 +3,8 @@ import type { LockGuard } from '../lock/lock-results.js';
 import { currentFlight } from '../single-flight/flight-context.js';
 import { CROSS_PROCESS, type SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 import type { CacheTrace, FlightTrace } from '../telemetry/channels.js';
-import type { BufferCacheEvents } from './buffer-cache.service.js';
-import type { CacheSettings } from './cache.options.js';
+import type { BufferCacheEvents } from '../types/events.js';
+import type { CacheSettings } from '../options/cache.options.js';
 import type { EntryStore } from './entry-store.js';
 
 /**

@@ -1,17 +1,16 @@
 import { LockError } from '../errors/lock.error.js';
 import type { LockGuard } from '../lock/lock-results.js';
-import type { RedisLockService } from '../lock/redis-lock.service.js';
+import { RELEASE_WRITING, type RedisLockService } from '../lock/redis-lock.service.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { toMilliseconds } from '../options/seconds.js';
-import { slotPrefix } from '../redis/keys.js';
-import { releaseLock } from '../redis/release-lock.js';
+import { slotKey } from '../redis/keys.js';
 import type { ResultSerializer } from '../serialization/result-serializer.js';
 import type { ThrottledLog } from '../single-flight/throttled-log.js';
 import { decodeEntry, encodeEntry, type CacheEntry } from './cache-entry.js';
-import type { CacheSettings } from './cache.options.js';
+import type { CacheSettings } from '../options/cache.options.js';
 import { cacheStoreOf, type BufferCacheStore } from './cache-store.js';
 import { RedisCacheStore } from './redis-cache.store.js';
-import { errorText } from '../errors/error-text.js';
+import { errorText } from '../messages/error-text.js';
 
 /**
  * What an {@link EntryStore} works with.
@@ -118,16 +117,11 @@ export class EntryStore {
     text: string | undefined,
     settings: CacheSettings,
   ): Promise<LockError | undefined> {
-    const { lock, messages } = this.parts;
+    const { lock, prefix } = this.parts;
     if (text !== undefined && this.builtIn) {
-      try {
-        const write = { key: this.keyOf(key, guard.key), payload: text, ttlMs: ttlMsOf(settings) };
-        await releaseLock(await lock.getClient(), guard.key, guard.token, write);
-        return undefined;
-      } catch (error) {
-        const line = messages.render('redis_unlock_failed', { ERROR: errorText(error) });
-        return new LockError('redis_unlock_failed', line, { cause: error });
-      }
+      const write = { prefix, payload: text, ttlMs: ttlMsOf(settings) };
+      const [, error] = await lock[RELEASE_WRITING](guard, write);
+      return error;
     }
     if (text !== undefined) await this.write(key, guard.key, text, settings);
     const [, error] = await lock.release(guard);
@@ -136,7 +130,7 @@ export class EntryStore {
 
   /** Built-in store: the prefix, then the lock key's slot tag. Another store: the key itself. */
   private keyOf(key: string, lockKey: string): string {
-    return this.builtIn ? this.parts.prefix + slotPrefix(lockKey) : key;
+    return this.builtIn ? slotKey(lockKey, this.parts.prefix) : key;
   }
 
   /** A store call whose failure is logged (rate limited) and read as "nothing there". */

@@ -1,4 +1,4 @@
-import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import type { RedisScriptClient } from '../types/clients.js';
 import { deleteKey, getValue, setValue } from '../redis/plain-commands.js';
 import type { BufferCacheStore } from './cache-store.js';
 

@@ -4,10 +4,10 @@ import type { RedisLockService } from '../lock/redis-lock.service.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { FlightOptions } from '../options/buffer-lock.options.js';
 import type { ThrottledLog } from '../single-flight/throttled-log.js';
-import { errorText } from '../errors/error-text.js';
+import { errorText } from '../messages/error-text.js';
 import { cacheChannel, traced } from '../telemetry/channels.js';
-import type { BufferCacheEvents } from './buffer-cache.service.js';
-import type { CacheSettings } from './cache.options.js';
+import type { BufferCacheEvents } from '../types/events.js';
+import type { CacheSettings } from '../options/cache.options.js';
 import { cacheTraceOf } from './cache-trace.js';
 import type { Built, EntryBuilder } from './entry-builder.js';
 

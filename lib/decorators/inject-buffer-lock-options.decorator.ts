@@ -1,5 +1,5 @@
 import { Inject } from '@nestjs/common';
-import { BUFFER_LOCK_OPTIONS } from '../buffer-lock.constants.js';
+import { BUFFER_LOCK_OPTIONS } from '../options/buffer-lock.constants.js';
 
 /**
  * Injects the validated options of `BufferLockModule` (`ResolvedBufferLockOptions`).

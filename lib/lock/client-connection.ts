@@ -1,8 +1,4 @@
-import {
-  isScriptClient,
-  type LockClient,
-  type RedisClientFactory,
-} from '../options/redis-lock.options.js';
+import { isScriptClient, type LockClient, type RedisClientFactory } from '../redis/client.js';
 import { ConnectTimeout, NoClient, UnsupportedClient } from './lock-failures.js';
 
 /**

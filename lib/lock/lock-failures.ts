@@ -1,4 +1,4 @@
-import { errorText } from '../errors/error-text.js';
+import { errorText } from '../messages/error-text.js';
 import { LockError } from '../errors/lock.error.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';

@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { BUFFER_LOCK_OPTIONS } from '../buffer-lock.constants.js';
+import { BUFFER_LOCK_OPTIONS } from '../options/buffer-lock.constants.js';
 import { LockError } from '../errors/lock.error.js';
 import { memoryClient } from '../memory/memory-client.js';
 import { announceMemoryBackend } from '../memory/memory-notice.js';
@@ -8,13 +8,12 @@ import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
 import {
   resolveLockOptions,
-  type LockClient,
-  type RedisClientFactory,
   type RedisLockOptions,
-  type RedisScriptClient,
   type ResolvedLockOptions,
   safeCatalog,
 } from '../options/redis-lock.options.js';
+import { type LockClient, type RedisClientFactory } from '../redis/client.js';
+import { type RedisScriptClient } from '../types/clients.js';
 import { parseSeconds, toMilliseconds } from '../options/seconds.js';
 import { isResolved } from '../options/validate-options.js';
 import { acquireLock } from '../redis/acquire-lock.js';
@@ -22,6 +21,7 @@ import { batchingClient } from '../redis/batching-client.js';
 import { extendLock } from '../redis/extend-lock.js';
 import { isNodeRedisClient, nodeRedisClient } from '../redis/node-redis-client.js';
 import { acquireFencedLock } from '../redis/fencing.js';
+import { slotKey, type LockKeyRole } from '../redis/keys.js';
 import { releaseLock } from '../redis/release-lock.js';
 import { lockChannel } from '../telemetry/channels.js';
 import { FactoryConnection } from './client-connection.js';
@@ -47,6 +47,17 @@ const isFence = (answer: unknown): answer is number =>
  * ```
  */
 export const ACQUIRE_KEY: unique symbol = Symbol('acquireKey');
+export const RELEASE_WRITING: unique symbol = Symbol('releaseWriting');
+
+/** One key written beside a release: `prefix` + the lock's slot key, or its derived key `role`. */
+export interface SlotWrite {
+  readonly prefix: string;
+  readonly role?: LockKeyRole;
+  readonly payload: string | undefined;
+  readonly ttlMs: number;
+}
+
+export type WriteResult = readonly [written: boolean, error: LockError | undefined];
 
 /**
  * A lock through one Redis server, so that only one worker of many builds a given cache entry.
@@ -207,26 +218,38 @@ export class RedisLockService {
    * is outside this service's namespace is refused (`redis_invalid_guard`), and nothing is sent.
    */
   release(given: LockGuard): Promise<ReleaseResult> {
-    if (lockChannel.hasSubscribers) {
-      const key = readGuard(given)?.key ?? '';
-      return traceLock('release', key, given ?? undefined, () => this.unlock(given));
-    }
-    return this.unlock(given);
+    return this[RELEASE_WRITING](given, undefined) as Promise<ReleaseResult>;
   }
 
-  private async unlock(given: LockGuard): Promise<ReleaseResult> {
+  // The release that also writes (or deletes) one key in the lock's hash slot, in the same
+  // script: a shared result or a cache entry. `written` is true only when this guard still held
+  // the lock, so that the write went through.
+  [RELEASE_WRITING](given: LockGuard, write: SlotWrite | undefined): Promise<WriteResult> {
+    if (lockChannel.hasSubscribers) {
+      const key = readGuard(given)?.key ?? '';
+      return traceLock('release', key, given ?? undefined, () => this.unlock(given, write));
+    }
+    return this.unlock(given, write);
+  }
+
+  private async unlock(given: LockGuard, write: SlotWrite | undefined): Promise<WriteResult> {
     const guard = ownGuard(given, this.options.namespace);
     if (!guard) return [false, this.error('redis_invalid_guard')];
+    const written = write && {
+      key: slotKey(guard.key, write.prefix, write.role),
+      payload: write.payload,
+      ttlMs: write.ttlMs,
+    };
     let answer: unknown;
     try {
       // Inline rather than through an async helper: one promise and microtask turn less per call.
       if (!this.commands) await this.connect();
-      answer = await releaseLock(this.commands!, guard.key, guard.token);
+      answer = await releaseLock(this.commands!, guard.key, guard.token, written);
     } catch (error) {
       return [false, this.failure('redis_unlock_failed', error)];
     }
     if (answer === undefined || answer === null) return [false, this.error('redis_no_result')];
-    return [true, undefined];
+    return [written === undefined || Number(answer) === 1, undefined];
   }
 
   /**

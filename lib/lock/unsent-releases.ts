@@ -1,4 +1,4 @@
-import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import type { RedisScriptClient } from '../types/clients.js';
 import { isConnected } from '../redis/connection-status.js';
 import { releaseLock } from '../redis/release-lock.js';
 import type { LockGuard } from './lock-results.js';

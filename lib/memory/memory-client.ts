@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import type { RedisScriptClient } from '../types/clients.js';
 import { definedScript, type LuaScript } from '../redis/lua-script.js';
 import { MemoryKeyspace } from './keyspace.js';
 import { CONNECTION_CLOSED, MemorySubscriber } from './memory-subscriber.js';

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { SubscriberConnection } from '../single-flight/subscriber-types.js';
+import type { SubscriberConnection } from '../types/clients.js';
 import type { ChannelListener, MemoryKeyspace } from './keyspace.js';
 import { asSent } from './wire.js';
 

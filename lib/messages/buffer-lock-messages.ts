@@ -5,7 +5,7 @@ import {
   type MessageId,
   type MessageParams,
 } from './messages.catalog.js';
-import { textOf } from '../errors/error-text.js';
+import { textOf } from './error-text.js';
 
 /**
  * How a {@link BufferLockMessages} picks its texts.

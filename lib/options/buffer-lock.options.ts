@@ -5,19 +5,14 @@ import { isMemoryUrl } from '../memory/memory-url.js';
 import type { BufferLockMessages, MessageSettings } from '../messages/buffer-lock-messages.js';
 import type { MessageCatalog } from '../messages/messages.catalog.js';
 import type { ResultSerializer } from '../serialization/result-serializer.js';
-import type { FlightLockLostEvent } from '../single-flight/single-flight.engine.js';
+import type { FlightLockLostEvent } from '../types/events.js';
 import {
   CircuitBreakerOptionsDto,
   type CircuitBreakerSettings,
 } from './circuit-breaker.options.js';
-import {
-  isScriptClient,
-  RedisLockOptionsDto,
-  safeCatalog,
-  type LockClient,
-  type RedisClientFactory,
-} from './redis-lock.options.js';
-import { CacheOptionsDto } from '../cache/cache.options.js';
+import { RedisLockOptionsDto, safeCatalog } from './redis-lock.options.js';
+import { isScriptClient, type LockClient, type RedisClientFactory } from '../redis/client.js';
+import { CacheOptionsDto } from './cache.options.js';
 import {
   given,
   hasMethods,

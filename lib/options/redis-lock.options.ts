@@ -2,108 +2,12 @@ import { isMemoryUrl, type MemoryUrl } from '../memory/memory-url.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { MESSAGE_IDS, type MessageCatalog, type MessageId } from '../messages/messages.catalog.js';
 import {
-  isNodeRedisClient,
-  looksLikeNodeRedis,
-  type NodeRedisConnection,
-} from '../redis/node-redis-client.js';
+  fieldOf,
+  isScriptClient,
+  type LockClient,
+  type RedisClientFactory,
+} from '../redis/client.js';
 import { Rule, Seconds, validateOptions } from './validate-options.js';
-
-/**
- * What the lock needs from a Redis client: `eval(script, numkeys, ...args)`, as ioredis `Redis`
- * and `Cluster` have. `evalsha` is used when present, falling back to `eval` on NOSCRIPT.
- *
- * @example
- * ```ts
- * import { Redis } from 'ioredis';
- * const client: RedisScriptClient = new Redis();
- * ```
- */
-export interface RedisScriptClient {
-  eval(script: string, numkeys: number, ...args: (string | number)[]): unknown;
-  evalsha?(sha: string, numkeys: number, ...args: (string | number)[]): unknown;
-  /**
-   * Optional: `SET key value PX ms NX`, answering `'OK'` or `null` (ioredis has it). When present,
-   * acquire sends it directly instead of running it inside a Lua script.
-   */
-  set?(key: string, value: string, px: 'PX', milliseconds: number, nx: 'NX'): unknown;
-}
-
-/**
- * A function that makes the client, called on first use (once per process). It may return a
- * promise.
- *
- * @example
- * ```ts
- * const factory: RedisClientFactory = () => new Redis(process.env.REDIS_URL!);
- * ```
- */
-export type RedisClientFactory = () =>
-  LockClient | null | undefined | Promise<LockClient | null | undefined>;
-
-/**
- * A client the lock takes: a {@link RedisScriptClient} (ioredis, iovalkey, or anything with
- * `eval()`), or a node-redis client or cluster.
- *
- * @example
- * ```ts
- * const client: LockClient = await createClient({ url: process.env.REDIS_URL }).connect();
- * ```
- */
-export type LockClient = RedisScriptClient | NodeRedisConnection;
-
-/** `value[name]`, or `undefined` when reading it throws (a getter or a Proxy trap). */
-const fieldOf = (value: object, name: string): unknown => {
-  try {
-    return (value as Record<string, unknown>)[name];
-  } catch {
-    return undefined;
-  }
-};
-
-/**
- * Whether `value` is an ioredis `Redis` or `Cluster`, or a fork with their shape (iovalkey, for
- * one): `eval()` and `pipeline()` methods, an `options` object, a `status` string and an
- * `isCluster` flag. Only such a client is sent pipelines.
- *
- * @example
- * ```ts
- * isIoredisClient(new Redis()); // true
- * isIoredisClient(createClient()); // false: node-redis
- * ```
- */
-export const isIoredisClient = (value: unknown): boolean => {
-  if (typeof value !== 'object' || value === null) return false;
-  const options = fieldOf(value, 'options');
-  return (
-    typeof fieldOf(value, 'eval') === 'function' &&
-    typeof fieldOf(value, 'pipeline') === 'function' &&
-    typeof options === 'object' &&
-    options !== null &&
-    typeof fieldOf(value, 'status') === 'string' &&
-    typeof fieldOf(value, 'isCluster') === 'boolean'
-  );
-};
-
-/**
- * Whether `value` is a client the lock can drive: an ioredis client or fork
- * ({@link isIoredisClient}), a node-redis client or cluster (`createClient()`, `createCluster()`
- * of the `redis` package, with every method the lock calls), or any other object with `eval()`
- * (the minimal {@link RedisScriptClient}). Something shaped like node-redis that lacks one of the
- * methods it needs is refused: its `eval()` takes other arguments than the minimal interface's.
- *
- * @example
- * ```ts
- * isScriptClient(new Redis()); // true
- * isScriptClient(createClient()); // true: node-redis
- * isScriptClient({ eval: () => 0 }); // true: the minimal client
- * isScriptClient({ eval: () => 0, sendCommand: () => 0, isOpen: true }); // false
- * ```
- */
-export const isScriptClient = (value: unknown): value is LockClient =>
-  typeof value === 'object' &&
-  value !== null &&
-  typeof fieldOf(value, 'eval') === 'function' &&
-  (isIoredisClient(value) || isNodeRedisClient(value) || !looksLikeNodeRedis(value));
 
 const isMessageCatalog = (value: unknown): boolean => {
   try {
@@ -135,7 +39,7 @@ const isMessageCatalog = (value: unknown): boolean => {
 export class RedisLockOptionsDto {
   /**
    * A client: ioredis `Redis` or `Cluster`, iovalkey, a node-redis client or cluster, or any
-   * minimal {@link RedisScriptClient} with `eval()`; (better) a factory returning one; or
+   * minimal `RedisScriptClient` with `eval()`; (better) a factory returning one; or
    * `'memory://'` for the in-memory backend (no Redis, this process only). Required.
    */
   @Rule(

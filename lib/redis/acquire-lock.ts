@@ -1,4 +1,4 @@
-import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import type { RedisScriptClient } from '../types/clients.js';
 import { luaScript, runScript } from './lua-script.js';
 
 // SET NX answers nil when the key exists; Lua sees that as false. For clients with eval() only.

@@ -1,5 +1,6 @@
 import { BadReply } from './bad-reply.js';
-import { isIoredisClient, type RedisScriptClient } from '../options/redis-lock.options.js';
+import { isIoredisClient } from './client.js';
+import { type RedisScriptClient } from '../types/clients.js';
 
 /** One command as ioredis `pipeline([...])` takes it: the name, then the arguments. */
 type PipelinedCommand = [name: 'eval' | 'evalsha' | 'set', ...args: (string | number)[]];

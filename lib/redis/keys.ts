@@ -153,6 +153,11 @@ export function derivedKey(lockKey: string, role: LockKeyRole): string {
  * releaseChannel('buffer:lock:9a03'); // 'buffer:lock:9a03'
  * ```
  */
+/** A key in the lock's hash slot, after `prefix`: the slot key itself, or the derived key `role`. */
+export function slotKey(lockKey: string, prefix: string, role?: LockKeyRole): string {
+  return prefix + (role === undefined ? slotPrefix(lockKey) : derivedKey(lockKey, role));
+}
+
 export function releaseChannel(lockKey: string): string {
   return lockKey;
 }

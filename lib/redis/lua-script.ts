@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import type { RedisScriptClient } from '../types/clients.js';
 
 /**
  * The Redis commands a script's JavaScript twin may call, each with Redis's reply: what the

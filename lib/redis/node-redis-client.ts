@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
-import type { RedisScriptClient } from '../options/redis-lock.options.js';
-import type { SubscriberConnection } from '../single-flight/subscriber-types.js';
+import type { RedisScriptClient } from '../types/clients.js';
+import type { SubscriberConnection } from '../types/clients.js';
 
 /** `value[name]`, or `undefined` when reading it throws (a getter or a Proxy trap). */
 const fieldOf = (value: object, name: string): unknown => {

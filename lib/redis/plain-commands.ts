@@ -1,4 +1,4 @@
-import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import type { RedisScriptClient } from '../types/clients.js';
 import { luaScript, runScript } from './lua-script.js';
 
 // Scripts rather than the commands themselves, so that any client with eval() will do.

@@ -1,14 +1,15 @@
 import { LockBusyError } from '../errors/lock-busy.error.js';
 import { LockError } from '../errors/lock.error.js';
 import { RedisUnavailableError } from '../errors/redis-unavailable.error.js';
-import { ACQUIRE_KEY, type RedisLockService } from '../lock/redis-lock.service.js';
+import { ACQUIRE_KEY, RELEASE_WRITING, type RedisLockService } from '../lock/redis-lock.service.js';
 import type { AcquireResult, LockGuard } from '../lock/lock-results.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { SingleFlightSettings } from '../options/single-flight.options.js';
 import type { CircuitBreakerSettings } from '../options/circuit-breaker.options.js';
-import type { SharedResultStore } from '../redis/shared-result.js';
+import type { SharedResultStore } from './shared-result.js';
 import { BreakerRecovery } from './breaker-recovery.js';
-import { CircuitBreaker, type CircuitState } from './circuit-breaker.js';
+import { CircuitBreaker } from './circuit-breaker.js';
+import { type CircuitState } from '../types/events.js';
 import type { ThrottledLog } from './throttled-log.js';
 import type { WaitStrategy } from './wait-strategy.js';
 
@@ -23,7 +24,14 @@ import type { WaitStrategy } from './wait-strategy.js';
  */
 export type SingleFlightLock = Pick<
   RedisLockService,
-  'acquire' | 'release' | 'extend' | 'redisKey' | 'ttl' | 'getClient' | typeof ACQUIRE_KEY
+  | 'acquire'
+  | 'release'
+  | 'extend'
+  | 'redisKey'
+  | 'ttl'
+  | 'getClient'
+  | typeof ACQUIRE_KEY
+  | typeof RELEASE_WRITING
 >;
 
 /**

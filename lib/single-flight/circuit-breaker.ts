@@ -1,14 +1,4 @@
-/**
- * The breaker's state: `closed` (use Redis), `open` (skip Redis until the cool-down is over),
- * `half-open` (one probe call may use Redis; its outcome closes or re-opens the breaker).
- *
- * @example
- * ```ts
- * const state: CircuitState = breaker.state;
- * ```
- */
-export type CircuitState = 'closed' | 'open' | 'half-open';
-
+import type { CircuitState } from '../types/events.js';
 /**
  * What a {@link CircuitBreaker} runs with: the resolved `circuitBreaker` option, a clock, a listener.
  *

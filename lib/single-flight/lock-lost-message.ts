@@ -1,5 +1,5 @@
 import { keyHashOf, type LockLostMessage } from '../telemetry/channels.js';
-import type { FlightLockLostEvent } from './locked-run.js';
+import type { FlightLockLostEvent } from '../types/events.js';
 
 /**
  * What the lost-lock channel publishes for `event`: the key's hash, the key only with

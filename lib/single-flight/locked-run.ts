@@ -2,25 +2,14 @@ import { finalize, isObservable, Observable, type Subscription } from 'rxjs';
 import type { LockGuard } from '../lock/lock-results.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { SingleFlightSettings } from '../options/single-flight.options.js';
-import type { SharedResultStore } from '../redis/shared-result.js';
+import type { SharedResultStore } from './shared-result.js';
 import { nowMs, type FlightTrace } from '../telemetry/channels.js';
 import type { LockError } from '../errors/lock.error.js';
 import type { Admission, LockAdmission, Peek, SingleFlightLock } from './admission.js';
 import { runInFlight, type FlightContext } from './flight-context.js';
 import type { ThrottledLog } from './throttled-log.js';
-import { LockWatchdog, type LockLostEvent } from './watchdog.js';
-
-/**
- * The engine's `'lockLost'` event: which lock, why, and the cache key of the call.
- *
- * @example
- * ```ts
- * engine.on('lockLost', (event: FlightLockLostEvent) => metrics.increment(event.reason));
- * ```
- */
-export interface FlightLockLostEvent extends LockLostEvent {
-  readonly cacheKey: string;
-}
+import { LockWatchdog } from './watchdog.js';
+import type { FlightLockLostEvent } from '../types/events.js';
 
 /**
  * How a caller built on single flight (the cache) takes part in a run: what it finds after a

@@ -1,4 +1,4 @@
-import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import type { RedisScriptClient } from '../types/clients.js';
 import { releaseChannel } from '../redis/keys.js';
 import { lockPttl } from '../redis/lock-pttl.js';
 import {

@@ -3,15 +3,15 @@ import type {
   Listening,
   ReleaseSubscriberOptions,
   SubscriberConnection,
-} from './subscriber-types.js';
+} from '../types/clients.js';
 
 export type {
   DuplicableClient,
   Listening,
   ReleaseSubscriberOptions,
   SubscriberConnection,
-} from './subscriber-types.js';
-import { asError } from '../errors/error-text.js';
+} from '../types/clients.js';
+import { asError } from '../messages/error-text.js';
 
 /** Default of {@link ReleaseSubscriberOptions.idleMs}. */
 const DEFAULT_IDLE_MS = 1000;

@@ -11,7 +11,7 @@ import {
   type SingleFlightOptions,
   type SingleFlightSettings,
 } from '../options/single-flight.options.js';
-import { SharedResultStore } from '../redis/shared-result.js';
+import { SharedResultStore } from './shared-result.js';
 import {
   breakerChannel,
   flightChannel,
@@ -19,11 +19,12 @@ import {
   type FlightTrace,
 } from '../telemetry/channels.js';
 import { LockAdmission, type SingleFlightLock } from './admission.js';
-import type { CircuitBreaker, CircuitState } from './circuit-breaker.js';
+import type { CircuitBreaker } from './circuit-breaker.js';
+import type { SingleFlightEvents } from '../types/events.js';
 import { FlightTracing } from './flight-trace.js';
 import { LocalFlights } from './local-flights.js';
 import { lockLostMessage } from './lock-lost-message.js';
-import { LockedRun, type FlightHooks, type FlightLockLostEvent } from './locked-run.js';
+import { LockedRun, type FlightHooks } from './locked-run.js';
 import { PubSubWaitStrategy } from './pubsub-wait.strategy.js';
 import { SettingsResolver } from './settings-resolver.js';
 import { ThrottledLog } from './throttled-log.js';
@@ -60,21 +61,6 @@ export const SUBSCRIBER_STATE: unique symbol = Symbol('subscriberState');
  * ```
  */
 export type SubscriberState = 'usable' | 'unusable' | 'none';
-
-/**
- * The events a {@link SingleFlightEngine} emits.
- *
- * @example
- * ```ts
- * engine.on('breaker', (state: CircuitState) => console.log('breaker', state));
- * ```
- */
-export interface SingleFlightEvents {
-  /** A running call's lock was lost; its `SingleFlight.signal()` is aborted too. */
-  lockLost: [FlightLockLostEvent];
-  /** The circuit breaker changed state. */
-  breaker: [state: CircuitState, previous: CircuitState];
-}
 
 /**
  * What a {@link SingleFlightEngine} is made of.
@@ -144,7 +130,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     this.settings = new SettingsResolver(perCallSettings(options));
     const client = () => lock.getClient();
     const log = new ThrottledLog(options.logger, messages, options.logInterval * 1000, now);
-    const results = new SharedResultStore({ client, serializer: options.serializer, messages });
+    const results = new SharedResultStore({ lock, serializer: options.serializer, messages });
     const waitStrategy = parts.waitStrategy ?? new PubSubWaitStrategy({ client });
     this.waitStrategy = waitStrategy;
     // The subscription fails in the background, where no caller sees it: the log is where it shows.
@@ -321,5 +307,3 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     }
   }
 }
-
-export type { FlightLockLostEvent } from './locked-run.js';

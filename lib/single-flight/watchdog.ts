@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { ExtendResult, LockGuard } from '../lock/lock-results.js';
-import { asError } from '../errors/error-text.js';
+import { asError } from '../messages/error-text.js';
+import type { LockLostEvent, LockLostReason } from '../types/events.js';
 
 /**
  * What the watchdog needs from the lock: `RedisLockService.extend`.
@@ -12,32 +13,6 @@ import { asError } from '../errors/error-text.js';
  */
 export interface LockExtender {
   extend(guard: LockGuard, ttl?: number): Promise<ExtendResult>;
-}
-
-/**
- * Why the watchdog gave the lock up: `'lost'` an extension found the lock gone or held by another
- * token; `'unreachable'` Redis could not be asked for a whole TTL, so the lock has expired by now;
- * `'maxHold'` the cap on the total hold time was reached.
- *
- * @example
- * ```ts
- * const reason: LockLostReason = 'maxHold';
- * ```
- */
-export type LockLostReason = 'lost' | 'unreachable' | 'maxHold';
-
-/**
- * The `'lockLost'` event: which lock, why, and the extension error when Redis was unreachable.
- *
- * @example
- * ```ts
- * watchdog.on('lockLost', (event: LockLostEvent) => logger.warn(`${event.key}: ${event.reason}`));
- * ```
- */
-export interface LockLostEvent {
-  readonly key: string;
-  readonly reason: LockLostReason;
-  readonly error?: Error;
 }
 
 /**

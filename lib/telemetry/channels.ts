@@ -1,6 +1,6 @@
 import diagnostics, { type Channel, type TracingChannel } from 'node:diagnostics_channel';
-import type { CircuitState } from '../single-flight/circuit-breaker.js';
-import type { FlightLockLostEvent } from '../single-flight/locked-run.js';
+import type { CircuitState } from '../types/events.js';
+import type { FlightLockLostEvent } from '../types/events.js';
 
 /**
  * The library's `node:diagnostics_channel` channels: what it tells subscribers, and nothing it

@@ -1,11 +1,11 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
-import { errorText } from '../errors/error-text.js';
+import { errorText } from '../messages/error-text.js';
 import { LockError } from '../errors/lock.error.js';
 import { RedisLockService } from '../lock/redis-lock.service.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { ping } from '../redis/ping.js';
-import type { CircuitState } from '../single-flight/circuit-breaker.js';
+import type { CircuitState } from '../types/events.js';
 import {
   SingleFlightEngine,
   SUBSCRIBER_STATE,

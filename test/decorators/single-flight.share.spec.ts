@@ -20,7 +20,7 @@ import {
   SingleFlight,
   type BufferLockOptions,
 } from '../../lib/index.js';
-import { BUFFER_LOCK_WAIT_STRATEGY } from '../../lib/buffer-lock.constants.js';
+import { BUFFER_LOCK_WAIT_STRATEGY } from '../../lib/options/buffer-lock.constants.js';
 import { releaseChannel } from '../../lib/redis/keys.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';

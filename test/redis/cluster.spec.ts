@@ -2,13 +2,13 @@ import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fenceKey, keySlot, releaseChannel, resultKey } from '../../lib/redis/keys.js';
 import { releaseLock } from '../../lib/redis/release-lock.js';
-import { SharedResultStore } from '../../lib/redis/shared-result.js';
+import { SharedResultStore } from '../../lib/single-flight/shared-result.js';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
 import { ReleaseSubscriber } from '../../lib/single-flight/release-subscriber.js';
 import { LockWatchdog } from '../../lib/single-flight/watchdog.js';
-import type { LockClient } from '../../lib/options/redis-lock.options.js';
-import type { DuplicableClient } from '../../lib/single-flight/subscriber-types.js';
+import type { LockClient } from '../../lib/redis/client.js';
+import type { DuplicableClient } from '../../lib/types/clients.js';
 import { CLUSTER_FAMILIES } from '../support/client-families.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 
@@ -93,7 +93,7 @@ describe.each(CLUSTER_FAMILIES)('cluster, through $name', (family) => {
         redis: await connect(),
         namespace: `cl:share:${family.name}:`,
       });
-      const results = new SharedResultStore({ client: () => lock.getClient(), ttl: 30 });
+      const results = new SharedResultStore({ lock, ttl: 30 });
       for (const key of CACHE_KEYS) {
         const [guard] = await lock.acquire(key);
         expect(await results.storeAndRelease(guard!, results.serialize({ key }, key))).toEqual([

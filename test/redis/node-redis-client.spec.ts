@@ -13,7 +13,7 @@ import { releaseChannel } from '../../lib/redis/keys.js';
 import type { NodeRedisConnection } from '../../lib/redis/node-redis-client.js';
 import { BreakerRecovery } from '../../lib/single-flight/breaker-recovery.js';
 import { releaseSubscriberFor } from '../../lib/single-flight/release-subscriber.js';
-import type { DuplicableClient } from '../../lib/single-flight/subscriber-types.js';
+import type { DuplicableClient } from '../../lib/types/clients.js';
 import {
   CLUSTER_FAMILIES,
   IOVALKEY,

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BufferLockModule, RedisLockService, SingleFlightEngine } from '../../lib/index.js';
 import { connectFailFast } from '../../lib/redis/client-defaults.js';
-import type { CircuitState } from '../../lib/single-flight/circuit-breaker.js';
+import type { CircuitState } from '../../lib/types/events.js';
 import { BreakerRecovery } from '../../lib/single-flight/breaker-recovery.js';
 import { currentFlight } from '../../lib/single-flight/flight-context.js';
 import { MemoryLogger, until } from '../support/nest-helpers.js';

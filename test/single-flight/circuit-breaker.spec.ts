@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
-import { CircuitBreaker, type CircuitState } from '../../lib/single-flight/circuit-breaker.js';
+import { CircuitBreaker } from '../../lib/single-flight/circuit-breaker.js';
+import { type CircuitState } from '../../lib/types/events.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 /** A clock the test moves by hand. */

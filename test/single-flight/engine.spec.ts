@@ -12,7 +12,7 @@ import {
 import { resultKey } from '../../lib/redis/keys.js';
 import { currentFlight } from '../../lib/single-flight/flight-context.js';
 import { type SingleFlightEngineOptions } from '../../lib/single-flight/single-flight.engine.js';
-import { type LockLostEvent } from '../../lib/single-flight/watchdog.js';
+import { type LockLostEvent } from '../../lib/types/events.js';
 import { firstValueFrom, of, Subject, toArray, type Observable } from 'rxjs';
 import { MemoryLogger, deferred, until } from '../support/nest-helpers.js';
 import type { Cluster, Redis } from 'ioredis';

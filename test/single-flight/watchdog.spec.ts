@@ -1,7 +1,8 @@
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
-import { LockWatchdog, type LockLostEvent } from '../../lib/single-flight/watchdog.js';
+import { LockWatchdog } from '../../lib/single-flight/watchdog.js';
+import { type LockLostEvent } from '../../lib/types/events.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;

@@ -8,7 +8,7 @@ import { createClient as createClient5, createCluster as createCluster5 } from '
 import type { RedisScriptClient } from '../../lib/index.js';
 import { vi } from 'vitest';
 import { MemoryClient, memoryClient } from '../../lib/memory/memory-client.js';
-import type { LockClient } from '../../lib/options/redis-lock.options.js';
+import type { LockClient } from '../../lib/redis/client.js';
 import { commandStats } from './command-stats.js';
 import type { RedisServer } from './redis-server.js';
 

@@ -13,9 +13,9 @@ import {
   replaceMethod,
   returnsObservable,
   type SingleFlightKey,
-} from '../decorators/method-metadata.js';
-import { BufferCache } from './buffer-cache.service.js';
-import { CacheOptionsDto, type BufferCacheOptions } from './cache.options.js';
+} from './method-metadata.js';
+import { BufferCache } from '../cache/buffer-cache.service.js';
+import { CacheOptionsDto, type BufferCacheOptions } from '../options/cache.options.js';
 
 /** The instance property Nest fills with the cache (property injection, per instance). */
 const CACHE: unique symbol = Symbol('BufferLock.cache');

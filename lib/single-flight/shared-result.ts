@@ -1,16 +1,16 @@
 import { LockError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import type { RedisScriptClient } from '../options/redis-lock.options.js';
+import type { RedisScriptClient } from '../types/clients.js';
 import { toMilliseconds } from '../options/seconds.js';
 import {
   JSON_RESULT_SERIALIZER,
   UnserializableValueError,
   type ResultSerializer,
 } from '../serialization/result-serializer.js';
-import { resultKey } from './keys.js';
-import { getValue } from './plain-commands.js';
-import { releaseLock } from './release-lock.js';
-import { errorText } from '../errors/error-text.js';
+import { resultKey } from '../redis/keys.js';
+import { getValue } from '../redis/plain-commands.js';
+import { RELEASE_WRITING, type RedisLockService } from '../lock/redis-lock.service.js';
+import { errorText } from '../messages/error-text.js';
 
 /**
  * The payload stored for `lockKey`, or `null` when there is none (never stored, or expired).
@@ -36,14 +36,9 @@ export async function readSharedResult(
  * ```
  */
 export interface SharedResultOptions {
-  /** The lock's client, or a function that resolves it (`() => lockService.getClient()`). */
-  client: RedisScriptClient | (() => Promise<RedisScriptClient>);
-  /** Default {@link JSON_RESULT_SERIALIZER}. */
+  lock: Pick<RedisLockService, 'getClient' | typeof RELEASE_WRITING>;
   serializer?: ResultSerializer;
-  /**
-   * Seconds a shared result lives. Long enough for waiters that woke by their backstop instead of
-   * the release message; the lock's ttl is a safe choice. Default `10`.
-   */
+  /** Seconds a shared result lives (default 10): long enough for waiters woken by their backstop. */
   ttl?: number;
   messages?: BufferLockMessages;
 }
@@ -128,7 +123,7 @@ export class SharedResultStore {
   async read(lockKey: string, cacheKey: string): Promise<SharedRead> {
     let payload: string | null;
     try {
-      payload = await readSharedResult(await this.client(), lockKey);
+      payload = await readSharedResult(await this.options.lock.getClient(), lockKey);
     } catch (error) {
       return { status: 'error', error: this.failure(error) };
     }
@@ -158,19 +153,9 @@ export class SharedResultStore {
     ttl?: number,
   ): Promise<StoreResult> {
     const ttlMs = ttl === undefined ? this.ttlMs : toMilliseconds(ttl);
-    try {
-      const client = await this.client();
-      const write = { key: resultKey(guard.key), payload, ttlMs };
-      const answer = await releaseLock(client, guard.key, guard.token, write);
-      return Number(answer) === 1 ? [true, undefined] : [false, undefined];
-    } catch (error) {
-      return [false, this.failure(error)];
-    }
-  }
-
-  private async client(): Promise<RedisScriptClient> {
-    const { client } = this.options;
-    return typeof client === 'function' ? await client() : client;
+    const write = { prefix: '', role: 'result' as const, payload, ttlMs };
+    const [written, error] = await this.options.lock[RELEASE_WRITING](guard, write);
+    return error ? [false, this.failure(error.cause ?? error)] : [written, undefined];
   }
 
   private failure(error: unknown): LockError {

@@ -4,7 +4,7 @@ import { of } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockError } from '../../lib/errors/lock.error.js';
 import { resultKey } from '../../lib/redis/keys.js';
-import { SharedResultStore } from '../../lib/redis/shared-result.js';
+import { SharedResultStore } from '../../lib/single-flight/shared-result.js';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import {
   findUnserializable,
@@ -22,7 +22,7 @@ afterAll(() => server.stop());
 function setup(namespace: string, serializer?: ResultSerializer) {
   const client = server.client();
   const lock = new RedisLockService({ redis: client, namespace });
-  const results = new SharedResultStore({ client, serializer, ttl: 30 });
+  const results = new SharedResultStore({ lock, serializer, ttl: 30 });
   return { client, lock, results };
 }
 
@@ -149,8 +149,12 @@ describe('shared result: Redis trouble is a tuple error, never a rejection', () 
     const client = own.client({ maxRetriesPerRequest: 0, retryStrategy: () => null });
     await client.ping();
     await own.stop();
-    const results = new SharedResultStore({ client });
-    const [stored, error] = await results.storeAndRelease({ key: 'k', token: 't' }, '1');
+    const lock = new RedisLockService({ redis: client });
+    const results = new SharedResultStore({ lock });
+    const [stored, error] = await results.storeAndRelease(
+      { key: lock.redisKey('k'), token: 't' },
+      '1',
+    );
     expect(stored).toBe(false);
     expect(error?.code).toBe('shared_result_failed');
     const found = await results.read('k', 'k');

@@ -75,3 +75,23 @@ export interface ReleaseSubscriberOptions {
    */
   onError?: (error: Error) => void;
 }
+
+/**
+ * What the lock needs from a Redis client: `eval(script, numkeys, ...args)`, as ioredis `Redis`
+ * and `Cluster` have. `evalsha` is used when present, falling back to `eval` on NOSCRIPT.
+ *
+ * @example
+ * ```ts
+ * import { Redis } from 'ioredis';
+ * const client: RedisScriptClient = new Redis();
+ * ```
+ */
+export interface RedisScriptClient {
+  eval(script: string, numkeys: number, ...args: (string | number)[]): unknown;
+  evalsha?(sha: string, numkeys: number, ...args: (string | number)[]): unknown;
+  /**
+   * Optional: `SET key value PX ms NX`, answering `'OK'` or `null` (ioredis has it). When present,
+   * acquire sends it directly instead of running it inside a Lua script.
+   */
+  set?(key: string, value: string, px: 'PX', milliseconds: number, nx: 'NX'): unknown;
+}

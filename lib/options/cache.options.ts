@@ -1,5 +1,5 @@
 import { ValidateIf } from 'class-validator';
-import { Seconds } from '../options/validate-options.js';
+import { Seconds } from './validate-options.js';
 
 const given = (_options: object, value: unknown): boolean => value !== undefined;
 
