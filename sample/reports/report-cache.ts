@@ -10,38 +10,69 @@ export interface Report {
   builtAt: string;
 }
 
+/** Where the plain cache keeps its strings: Redis, or a Map for `memory://` (this process only). */
+interface Strings {
+  get(key: string): Promise<string | null>;
+  set(key: string, value: string, ttlS: number): Promise<void>;
+  incr(key: string, ttlS: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+function redisStrings(url: string): Strings {
+  const redis = new Redis(url, { lazyConnect: true });
+  return {
+    get: (key) => redis.get(key),
+    set: async (key, value, ttlS) => void (await redis.set(key, value, 'EX', ttlS)),
+    incr: async (key, ttlS) => void (await redis.multi().incr(key).expire(key, ttlS).exec()),
+    close: async () => void (await redis.quit().catch(() => redis.disconnect())),
+  };
+}
+
+/** Without expiry: the one process that holds it is short-lived (the demo, a trial run). */
+function memoryStrings(): Strings {
+  const values = new Map<string, string>();
+  return {
+    get: async (key) => values.get(key) ?? null,
+    set: async (key, value) => void values.set(key, value),
+    incr: async (key) => void values.set(key, String(Number(values.get(key) ?? 0) + 1)),
+    close: async () => values.clear(),
+  };
+}
+
 /**
- * A plain cache in Redis, without any lock (the no-lock comparison route): reports as JSON, plus
- * a counter of how many times each report was built, by either route (the demo reads it). Its own
- * connection, quit at shutdown.
+ * A plain cache without any lock (the no-lock comparison route): reports as JSON, plus a counter
+ * of how many times each report was built, by either route (the demo reads it). In Redis, on its
+ * own connection, quit at shutdown; with a `memory://` URL, in this process's memory.
  */
 @Injectable()
 export class ReportCache implements OnApplicationShutdown {
-  private readonly redis: Redis;
+  private readonly strings: Strings;
 
   constructor(@Inject(SampleConfig) config: SampleConfig) {
-    this.redis = new Redis(config.redisUrl, { lazyConnect: true });
+    this.strings = config.redisUrl.startsWith('memory://')
+      ? memoryStrings()
+      : redisStrings(config.redisUrl);
   }
 
   async get(id: string): Promise<Report | undefined> {
-    const json = await this.redis.get(`sample:report:${id}`);
+    const json = await this.strings.get(`sample:report:${id}`);
     return json === null ? undefined : (JSON.parse(json) as Report);
   }
 
   async set(report: Report): Promise<void> {
-    await this.redis.set(`sample:report:${report.id}`, JSON.stringify(report), 'EX', 600);
+    await this.strings.set(`sample:report:${report.id}`, JSON.stringify(report), 600);
   }
 
   /** Counts one build of `id`. */
   async countBuild(id: string): Promise<void> {
-    await this.redis.multi().incr(`sample:builds:${id}`).expire(`sample:builds:${id}`, 600).exec();
+    await this.strings.incr(`sample:builds:${id}`, 600);
   }
 
   async builds(id: string): Promise<number> {
-    return Number((await this.redis.get(`sample:builds:${id}`)) ?? 0);
+    return Number((await this.strings.get(`sample:builds:${id}`)) ?? 0);
   }
 
   async onApplicationShutdown(): Promise<void> {
-    await this.redis.quit().catch(() => this.redis.disconnect());
+    await this.strings.close();
   }
 }
