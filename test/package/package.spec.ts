@@ -1,12 +1,13 @@
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as api from '../../lib/index.js';
 import * as terminus from '../../lib/terminus/index.js';
+import { ensureBuilt, root } from '../support/built-package.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 /**
@@ -16,7 +17,6 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
  * real Redis.
  */
 
-const root = new URL('../..', import.meta.url).pathname;
 const manifest = createRequire(import.meta.url)('../../package.json') as {
   name: string;
   version: string;
@@ -39,29 +39,6 @@ let bareDir: string;
 /** The same app without ioredis (nor iovalkey, its fork): node-redis is its client. */
 let noIoredisDir: string;
 let server: RedisServer;
-
-/** Newest modification time of the files under `dir`, in ms. */
-function newest(dir: string): number {
-  let latest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile())
-      latest = Math.max(latest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
-  }
-  return latest;
-}
-
-/** Builds dist/ when it is missing or older than lib/ (CI builds it before the tests). */
-function ensureBuilt(): void {
-  const entry = join(root, 'dist/index.js');
-  if (existsSync(entry) && statSync(entry).mtimeMs >= newest(join(root, 'lib'))) return;
-  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-  const build = spawnSync(process.execPath, [tsc, '-p', 'lib/tsconfig.build.json'], {
-    cwd: root,
-    encoding: 'utf8',
-  });
-  if (build.status !== 0)
-    throw new Error(`tsc -p lib/tsconfig.build.json failed:\n${build.stdout}`);
-}
 
 function run(command: string, args: string[], cwd: string): string {
   const result = spawnSync(command, args, { cwd, encoding: 'utf8' });

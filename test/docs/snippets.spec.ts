@@ -1,0 +1,160 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { symlinkSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureBuilt, root } from '../support/built-package.js';
+
+interface Snippet {
+  /** Where the block starts, as `docs/cache.md:42` (the line of its opening fence). */
+  readonly place: string;
+  readonly file: string;
+  readonly line: number;
+  readonly code: string;
+  /** Its module's name in the temporary project. */
+  readonly module: string;
+}
+
+const pages = ['README.md', ...readdirSync(join(root, 'docs')).map((name) => `docs/${name}`)]
+  .filter((page) => page.endsWith('.md'))
+  .toSorted();
+
+const FENCE = /^(\s*)```(\S*)\s*$/;
+
+function blocksOf(page: string): { line: number; language: string; code: string }[] {
+  const lines = readFileSync(join(root, page), 'utf8').split('\n');
+  const blocks: { line: number; language: string; code: string }[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const open = FENCE.exec(lines[i]!);
+    if (!open) continue;
+    const [, indent = '', language = ''] = open;
+    const start = i;
+    const body: string[] = [];
+    while (++i < lines.length && !/^\s*```\s*$/.test(lines[i]!)) {
+      body.push(lines[i]!.slice(indent.length));
+    }
+    blocks.push({ line: start + 1, language, code: body.join('\n') + '\n' });
+  }
+  return blocks;
+}
+
+const blocks = pages.flatMap((page) => blocksOf(page).map((block) => ({ page, ...block })));
+const snippets: Snippet[] = blocks
+  .filter((block) => block.language === 'ts' || block.language === 'typescript')
+  .map((block) => ({
+    place: `${block.page}:${block.line}`,
+    file: block.page,
+    line: block.line,
+    code: block.code,
+    // A first line `// name.ts` names the module, for the snippets that import it.
+    module:
+      /^\/\/ ([\w.-]+\.ts)\n/.exec(block.code)?.[1] ??
+      `${block.page.replace(/\W+/g, '-')}-${block.line}.ts`,
+  }));
+
+const compilerOptions = {
+  target: 'ES2023',
+  lib: ['ES2023'],
+  module: 'nodenext',
+  moduleResolution: 'nodenext',
+  types: ['node'],
+  strict: true,
+  noImplicitOverride: true,
+  noUnusedLocals: true,
+  noUnusedParameters: true,
+  experimentalDecorators: true,
+  emitDecoratorMetadata: true,
+  useDefineForClassFields: false,
+  esModuleInterop: true,
+  skipLibCheck: true,
+  noEmit: true,
+};
+
+let workDir: string;
+/** tsc's diagnostics, by snippet module. */
+const errors = new Map<string, string[]>();
+const OUTSIDE = '(outside the snippets)';
+/** The snippet modules tsc read. */
+const checked = new Set<string>();
+
+/**
+ * A project whose node_modules has the package (a link to this repository, so its `exports`
+ * and dist/ types) beside links to every package of this repository's node_modules.
+ */
+function makeProject(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'buffer-lock-snippets-'));
+  const modules = join(dir, 'node_modules');
+  mkdirSync(join(dir, 'snippets'), { recursive: true });
+  mkdirSync(modules);
+  symlinkSync(root, join(modules, 'nestjs-buffer-lock'), 'dir');
+  for (const name of readdirSync(join(root, 'node_modules'))) {
+    if (name.startsWith('.')) continue;
+    symlinkSync(join(root, 'node_modules', name), join(modules, name), 'dir');
+  }
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module', private: true }));
+  writeFileSync(
+    join(dir, 'tsconfig.json'),
+    JSON.stringify({ compilerOptions, include: ['snippets/*.ts'] }, null, 2),
+  );
+  for (const snippet of snippets)
+    writeFileSync(join(dir, 'snippets', snippet.module), snippet.code);
+  return dir;
+}
+
+beforeAll(() => {
+  ensureBuilt();
+  workDir = makeProject();
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const args = [tsc, '-p', 'tsconfig.json', '--pretty', 'false', '--listFiles'];
+  const result = spawnSync(process.execPath, args, { cwd: workDir, encoding: 'utf8' });
+  if (result.error) throw result.error;
+  for (const line of result.stdout.split('\n')) {
+    const listed = /\/snippets\/([^/]+\.ts)$/.exec(line);
+    if (listed) {
+      checked.add(listed[1]!);
+      continue;
+    }
+    if (line.startsWith('/')) continue; // another file tsc read
+    const found = /^snippets\/([^(]+)\((\d+),(\d+)\): (.*)$/.exec(line);
+    if (!found) {
+      if (line.trim()) errors.set(OUTSIDE, [...(errors.get(OUTSIDE) ?? []), line]);
+      continue;
+    }
+    const [, module = '', row = '0', column, text] = found;
+    const snippet = snippets.find((s) => s.module === module);
+    const where = snippet ? `${snippet.file}:${snippet.line + Number(row)}:${column}` : module;
+    errors.set(module, [...(errors.get(module) ?? []), `${where} ${text}`]);
+  }
+}, 120_000);
+
+afterAll(() => {
+  if (workDir) rmSync(workDir, { recursive: true, force: true });
+});
+
+describe('the TypeScript snippets of README.md and docs/', () => {
+  it('are found on every page that shows code', () => {
+    expect(snippets.length).toBeGreaterThan(20);
+    expect(new Set(snippets.map((s) => s.file))).toContain('README.md');
+  });
+
+  it('name the language of every fenced block (ts, sh or text)', () => {
+    const unnamed = blocks.filter(
+      (block) => !['ts', 'sh', 'text', 'json'].includes(block.language),
+    );
+    expect(unnamed.map((block) => `${block.page}:${block.line} '${block.language}'`)).toEqual([]);
+  });
+
+  it('leave tsc nothing to say outside the snippets', () => {
+    expect(errors.get(OUTSIDE) ?? []).toEqual([]);
+  });
+
+  it.each(snippets.map((snippet) => [snippet.place, snippet] as const))(
+    '%s compiles against the built package',
+    (_place, snippet) => {
+      expect(checked).toContain(snippet.module);
+      expect(errors.get(snippet.module) ?? []).toEqual([]);
+    },
+  );
+});
