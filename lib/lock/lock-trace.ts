@@ -12,9 +12,8 @@ const outcomeOf = (operation: LockTrace['operation'], ok: unknown): LockTrace['o
 };
 
 /**
- * `run` as one operation of the lock channel, or just `run` while nobody listens. The key is
- * `redisKey`, else `given`'s. The tuple's error is published on the channel's error event: these
- * operations answer with it rather than reject.
+ * `run` as one operation of the lock channel; the key is `redisKey`, else `given`'s. The tuple's
+ * error is published on the channel's error event: these operations answer with it, not reject.
  */
 export function traceLock<R extends readonly [unknown, LockError | undefined]>(
   operation: LockTrace['operation'],
@@ -22,7 +21,6 @@ export function traceLock<R extends readonly [unknown, LockError | undefined]>(
   given: unknown,
   run: () => Promise<R>,
 ): Promise<R> {
-  if (!lockChannel.hasSubscribers) return run();
   const key = redisKey ?? readGuard(given)?.key ?? '';
   const context: LockTrace = { operation, keyHash: keyHashOf(key) };
   const started = nowMs();

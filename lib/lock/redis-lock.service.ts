@@ -24,6 +24,7 @@ import { connectBy } from './client-connection.js';
 import { ownGuard } from './guards.js';
 import { lockFailure, NoClient } from './lock-failures.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
+import { lockChannel } from '../telemetry/channels.js';
 import { traceLock } from './lock-trace.js';
 import { UnsentReleases } from './unsent-releases.js';
 
@@ -164,6 +165,8 @@ export class RedisLockService {
   }
 
   [ACQUIRE_KEY](redisKey: string, ttl: number = this.options.ttl): Promise<AcquireResult> {
+    // One boolean read when nobody listens: no trace context, no closure.
+    if (!lockChannel.hasSubscribers) return this.take(redisKey, ttl);
     return traceLock('acquire', redisKey, undefined, () => this.take(redisKey, ttl));
   }
 
@@ -219,6 +222,7 @@ export class RedisLockService {
   }
 
   [RELEASE_WRITING](given: LockGuard, write: SlotWrite | undefined): Promise<WriteResult> {
+    if (!lockChannel.hasSubscribers) return this.unlock(given, write);
     return traceLock('release', undefined, given, () => this.unlock(given, write));
   }
 
@@ -247,6 +251,7 @@ export class RedisLockService {
    * this guard's token. A guard outside this service's namespace is refused.
    */
   extend(given: LockGuard, ttl: number = this.options.ttl): Promise<ExtendResult> {
+    if (!lockChannel.hasSubscribers) return this.prolong(given, ttl);
     return traceLock('extend', undefined, given, () => this.prolong(given, ttl));
   }
 
