@@ -3,10 +3,15 @@ import type { RedisOptions } from 'ioredis';
 import { memoryClient } from './memory/memory-client.js';
 import { isMemoryUrl } from './memory/memory-url.js';
 import type { RedisConnection } from './options/buffer-lock.options.js';
-import { isScriptClient, type LockClient, type RedisClientFactory } from './redis/client.js';
+import {
+  isNodeRedisClient,
+  isScriptClient,
+  type LockClient,
+  type RedisClientFactory,
+} from './redis/client.js';
 import { type RedisScriptClient } from './types/clients.js';
 import { connectFailFast } from './redis/client-defaults.js';
-import { closeNodeRedis, isNodeRedisClient } from './redis/node-redis-client.js';
+import { closeNodeRedis } from './redis/node-redis-client.js';
 import { releaseSubscriberFor, type DuplicableClient } from './single-flight/release-subscriber.js';
 
 interface Closable {

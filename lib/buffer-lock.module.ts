@@ -12,8 +12,7 @@ import {
   BUFFER_LOCK_OPTIONS_TYPE,
   BufferLockConfigurableModule,
 } from './buffer-lock.module-definition.js';
-import { announceMemoryBackend } from './memory/memory-notice.js';
-import { isMemoryUrl } from './memory/memory-url.js';
+import { announceMemoryBackend, isMemoryUrl } from './memory/memory-url.js';
 import { BufferLockMessages } from './messages/buffer-lock-messages.js';
 import {
   messageSettingsOf,

@@ -1,15 +1,6 @@
 import type { LockGuard } from './lock-results.js';
 
-/**
- * The key and token of `value`, each read once, or `undefined` when it is no guard: not an
- * object, a field that is not a string, or a getter or Proxy trap that throws.
- *
- * @example
- * ```ts
- * readGuard({ key: 'buffer:0cc1…', token: 'Zq9…' }); // { key: 'buffer:0cc1…', token: 'Zq9…' }
- * readGuard({ key: 42, token: 'Zq9…' }); // undefined
- * ```
- */
+/** The key and token of `value`, each read once; `undefined` for no guard or a throwing getter. */
 export const readGuard = (value: unknown): { key: string; token: string } | undefined => {
   if (typeof value !== 'object' || value === null) return undefined;
   try {
@@ -21,41 +12,19 @@ export const readGuard = (value: unknown): { key: string; token: string } | unde
 };
 
 /**
- * Whether `redisKey` is in `namespace`, so a guard for it may release or extend: the key starts
- * with the namespace, or a leading hash tag holds it or precedes it (`{ns…}…`, `{tag}ns…`, as a
- * `key()` override for Redis Cluster makes). A forged guard for any other key (a data key and its
- * value) is refused before Redis is asked.
- *
- * @example
- * ```ts
- * isOwnKey('buffer:0cc1…', 'buffer:'); // true
- * isOwnKey('{buffer:0cc1…}', 'buffer:'); // true
- * isOwnKey('{user1}buffer:0cc1…', 'buffer:'); // true
- * isOwnKey('user:42', 'buffer:'); // false
- * ```
- */
-export function isOwnKey(redisKey: string, namespace: string): boolean {
-  if (redisKey.startsWith(namespace)) return true;
-  if (!redisKey.startsWith('{')) return false;
-  if (redisKey.startsWith(namespace, 1)) return true;
-  const close = redisKey.indexOf('}');
-  return close > 0 && redisKey.startsWith(namespace, close + 1);
-}
-
-/**
- * The key and token of `value` ({@link readGuard}) when its key is in `namespace`
- * ({@link isOwnKey}); `undefined` for no guard or another namespace's.
- *
- * @example
- * ```ts
- * const guard = ownGuard(given, 'buffer:');
- * if (!guard) return [false, error('redis_invalid_guard')];
- * ```
+ * A guard whose key is in `namespace` (at its start, or in or after a leading hash tag: `{ns…}…`,
+ * `{tag}ns…`). A forged guard for any other key, a data key say, is refused before Redis is asked.
  */
 export const ownGuard = (
   value: unknown,
   namespace: string,
 ): { key: string; token: string } | undefined => {
   const guard = readGuard(value);
-  return guard && isOwnKey(guard.key, namespace) ? guard : undefined;
+  if (!guard) return undefined;
+  const { key } = guard;
+  if (key.startsWith(namespace)) return guard;
+  if (!key.startsWith('{')) return undefined;
+  if (key.startsWith(namespace, 1)) return guard;
+  const close = key.indexOf('}');
+  return close > 0 && key.startsWith(namespace, close + 1) ? guard : undefined;
 };

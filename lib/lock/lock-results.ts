@@ -1,13 +1,13 @@
 import type { LockError } from '../errors/lock.error.js';
 
 /**
- * Proof of holding a lock: the Redis key and the random token written into it. Give it back to
+ * Proof of holding a lock: its Redis key and the random token written into it. Give it back to
  * `release` or `extend`.
  *
  * @example
  * ```ts
  * const [guard] = await lock.acquire('report');
- * if (guard) console.log(guard.key, guard.token);
+ * if (guard) console.log(guard.key, guard.token, guard.fence);
  * ```
  */
 export interface LockGuard {
@@ -18,8 +18,8 @@ export interface LockGuard {
 }
 
 /**
- * What `acquire` resolves to: `[guard, undefined]` when the lock was taken, `[undefined,
- * undefined]` when another holder has it, `[undefined, error]` when Redis could not be asked.
+ * `[guard, undefined]` when taken, `[undefined, undefined]` when another holder has it,
+ * `[undefined, error]` when Redis could not be asked.
  *
  * @example
  * ```ts
@@ -32,8 +32,7 @@ export type AcquireResult =
   | readonly [guard: undefined, error: LockError];
 
 /**
- * What `release` resolves to: `[true, undefined]` (also when the lock had already expired), or
- * `[false, error]`.
+ * `[true, undefined]` (also when the lock had already expired), or `[false, error]`.
  *
  * @example
  * ```ts
@@ -44,8 +43,8 @@ export type ReleaseResult =
   readonly [ok: true, error: undefined] | readonly [ok: false, error: LockError];
 
 /**
- * What `extend` resolves to: `[true, undefined]` when the expiry moved, `[false, undefined]` when
- * the lock is no longer ours, `[false, error]` when Redis could not be asked.
+ * `[true, undefined]` when the expiry moved, `[false, undefined]` when the lock is no longer
+ * ours, `[false, error]` when Redis could not be asked.
  *
  * @example
  * ```ts

@@ -1,10 +1,10 @@
 import type { LockError } from '../errors/lock.error.js';
 import { keyHashOf, lockChannel, nowMs, type LockTrace } from '../telemetry/channels.js';
+import { readGuard } from './guards.js';
 
 /** When each guard acquired under a lock trace was taken, for the hold time of its release. */
 const heldSince = new WeakMap<object, number>();
 
-/** The lock channel's outcome of an answered operation. */
 const outcomeOf = (operation: LockTrace['operation'], ok: unknown): LockTrace['outcome'] => {
   if (operation === 'acquire') return ok ? 'acquired' : 'busy';
   if (operation === 'release') return 'released';
@@ -12,23 +12,17 @@ const outcomeOf = (operation: LockTrace['operation'], ok: unknown): LockTrace['o
 };
 
 /**
- * `run` as one operation of the lock channel. The tuple's error, if any, is published on the
- * channel's error event: these operations answer with it rather than reject.
- *
- * @example
- * ```ts
- * if (lockChannel.hasSubscribers) {
- *   return traceLock('acquire', redisKey, undefined, () => this.take(redisKey, ttl));
- * }
- * ```
+ * `run` as one operation of the lock channel; the key is `redisKey`, else `given`'s. The tuple's
+ * error is published on the channel's error event: these operations answer with it, not reject.
  */
 export function traceLock<R extends readonly [unknown, LockError | undefined]>(
   operation: LockTrace['operation'],
-  redisKey: string,
-  guard: object | undefined,
+  redisKey: string | undefined,
+  given: unknown,
   run: () => Promise<R>,
 ): Promise<R> {
-  const context: LockTrace = { operation, keyHash: keyHashOf(redisKey) };
+  const key = redisKey ?? readGuard(given)?.key ?? '';
+  const context: LockTrace = { operation, keyHash: keyHashOf(key) };
   const started = nowMs();
   return lockChannel.tracePromise(async () => {
     let result: R;
@@ -43,10 +37,10 @@ export function traceLock<R extends readonly [unknown, LockError | undefined]>(
     context.durationMs = now - started;
     const [ok, error] = result;
     if (operation === 'acquire' && typeof ok === 'object' && ok !== null) heldSince.set(ok, now);
-    if (operation === 'release' && guard !== undefined) {
-      const since = heldSince.get(guard);
+    if (operation === 'release' && typeof given === 'object' && given !== null) {
+      const since = heldSince.get(given);
       if (since !== undefined) context.holdMs = now - since;
-      if (!error) heldSince.delete(guard);
+      if (!error) heldSince.delete(given);
     }
     if (error) {
       context.outcome = 'failed';

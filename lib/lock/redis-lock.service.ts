@@ -1,9 +1,9 @@
+import { hash, randomFillSync } from 'node:crypto';
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { BUFFER_LOCK_OPTIONS } from '../options/buffer-lock.constants.js';
 import { LockError } from '../errors/lock.error.js';
 import { memoryClient } from '../memory/memory-client.js';
-import { announceMemoryBackend } from '../memory/memory-notice.js';
-import { isMemoryUrl } from '../memory/memory-url.js';
+import { announceMemoryBackend, isMemoryUrl } from '../memory/memory-url.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
 import {
@@ -12,44 +12,63 @@ import {
   type ResolvedLockOptions,
   safeCatalog,
 } from '../options/redis-lock.options.js';
-import { type LockClient, type RedisClientFactory } from '../redis/client.js';
+import { isNodeRedisClient, type LockClient, type RedisClientFactory } from '../redis/client.js';
 import { type RedisScriptClient } from '../types/clients.js';
 import { parseSeconds, toMilliseconds } from '../options/seconds.js';
 import { isResolved } from '../options/validate-options.js';
-import { acquireLock } from '../redis/acquire-lock.js';
 import { batchingClient } from '../redis/batching-client.js';
-import { extendLock } from '../redis/extend-lock.js';
-import { isNodeRedisClient, nodeRedisClient } from '../redis/node-redis-client.js';
-import { acquireFencedLock } from '../redis/fencing.js';
+import { acquireFencedLock, acquireLock, extendLock, releaseLock } from '../redis/lock-commands.js';
+import { nodeRedisClient } from '../redis/node-redis-client.js';
 import { slotKey, type LockKeyRole } from '../redis/keys.js';
-import { releaseLock } from '../redis/release-lock.js';
-import { lockChannel } from '../telemetry/channels.js';
-import { FactoryConnection } from './client-connection.js';
-import { ownGuard, readGuard } from './guards.js';
-import { hashedKey } from './lock-key.js';
+import { connectBy } from './client-connection.js';
+import { ownGuard } from './guards.js';
 import { lockFailure, NoClient } from './lock-failures.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
+import { lockChannel } from '../telemetry/channels.js';
 import { traceLock } from './lock-trace.js';
-import { createToken } from './tokens.js';
 import { UnsentReleases } from './unsent-releases.js';
 
 /** A fencing number as the script's INCR gives it: a positive safe integer. */
 const isFence = (answer: unknown): answer is number =>
   typeof answer === 'number' && Number.isSafeInteger(answer) && answer > 0;
 
-/**
- * The method that acquires by a Redis key already derived: the library's own callers use it; it
- * is not part of the public API.
- *
- * @example
- * ```ts
- * const [guard, error] = await lock[ACQUIRE_KEY](lock.redisKey('nightly-report'), 30);
- * ```
- */
+// A byte no UTF-8 text contains: it keeps keys with lone surrogates (no UTF-8 form, which UTF-8
+// would turn into U+FFFD and so share one lock) apart from every well-formed key.
+const NOT_UTF8 = Buffer.from([0xff]);
+
+function hashedKey(namespace: string, cacheKey: string): string {
+  // String.prototype.isWellFormed is ES2024; the library compiles against ES2023.
+  if ((cacheKey as string & { isWellFormed(): boolean }).isWellFormed()) {
+    // One-shot crypto.hash: a third of createHash's cost per call.
+    return namespace + hash('md5', cacheKey, 'hex');
+  }
+  const units = Buffer.from(cacheKey, 'utf16le');
+  return namespace + hash('md5', Buffer.concat([NOT_UTF8, units]), 'hex');
+}
+
+// One CSPRNG call and one base64url encoding serve 256 tokens of 24 bytes (32 characters): both
+// cost far more per call than per byte, and every 32-character slice encodes its own 24 bytes.
+const TOKEN_CHARS = 32;
+const tokenBytes = Buffer.allocUnsafe(24 * 256);
+let tokenText = '';
+let tokenOffset = 0;
+
+function createToken(): string {
+  if (tokenOffset === tokenText.length) {
+    randomFillSync(tokenBytes);
+    tokenText = tokenBytes.toString('base64url');
+    tokenOffset = 0;
+  }
+  tokenOffset += TOKEN_CHARS;
+  return tokenText.slice(tokenOffset - TOKEN_CHARS, tokenOffset);
+}
+
+// The library's own callers acquire by a Redis key they derived already, and release with a
+// write of one key in the lock's slot; neither is public API.
 export const ACQUIRE_KEY: unique symbol = Symbol('acquireKey');
 export const RELEASE_WRITING: unique symbol = Symbol('releaseWriting');
 
-/** One key written beside a release: `prefix` + the lock's slot key, or its derived key `role`. */
+/** Written beside a release: `prefix` + the lock's slot key, or its derived key `role`. */
 export interface SlotWrite {
   readonly prefix: string;
   readonly role?: LockKeyRole;
@@ -57,16 +76,14 @@ export interface SlotWrite {
   readonly ttlMs: number;
 }
 
+/** `written`: this guard still held the lock, so the write went through. */
 export type WriteResult = readonly [written: boolean, error: LockError | undefined];
 
 /**
  * A lock through one Redis server, so that only one worker of many builds a given cache entry.
- * Each call resolves to a tuple and never rejects for Redis trouble: see {@link AcquireResult}.
- *
- * Works in a Nest app (provided by `BufferLockModule`) and on its own with `new`. No connection is
- * made until the first `acquire`, `release` or `extend`; a factory is then called once per process.
- * With `redis: 'memory://'` it needs no Redis at all and coordinates this process only (it logs
- * so when it is made).
+ * Each call resolves to a tuple and never rejects for Redis trouble. Provided by
+ * `BufferLockModule`, or made with `new`; it connects on first use. `redis: 'memory://'` needs no
+ * Redis and coordinates this process only.
  *
  * @example
  * ```ts
@@ -84,12 +101,10 @@ export class RedisLockService {
   private readonly options: ResolvedLockOptions;
   private readonly messages: BufferLockMessages;
   private client: RedisScriptClient | undefined;
-  /** The lock's own commands go through this: `client`, batched under load (batchingClient). */
+  /** `client`, batched under load: the lock's own commands. */
   private commands: RedisScriptClient | undefined;
-  /** Releases behind failed acquires that wait for the connection to be back. */
   private unsent: UnsentReleases | undefined;
-  /** Makes the client when the options give a factory. */
-  private readonly connection: FactoryConnection | undefined;
+  private connecting: Promise<void> | undefined;
 
   constructor(
     @Inject(BUFFER_LOCK_OPTIONS) options: RedisLockOptions,
@@ -97,7 +112,7 @@ export class RedisLockService {
   ) {
     // Invalid overrides are left out here, so that they are reported rather than rendered.
     this.messages = messages ?? new BufferLockMessages({ messages: safeCatalog(options) });
-    // The module hands over options it resolved already: they are not validated twice.
+    // The module hands over options it resolved already.
     this.options = isResolved(options)
       ? (options as ResolvedLockOptions)
       : resolveLockOptions(options, this.messages);
@@ -106,10 +121,6 @@ export class RedisLockService {
       announceMemoryBackend(new Logger('BufferLock'), this.messages);
       this.use(memoryClient(redis));
     } else if (typeof redis !== 'function') this.use(redis);
-    else {
-      const use = (client: LockClient): void => this.use(client);
-      this.connection = new FactoryConnection(redis, this.options.connectTimeout, use);
-    }
   }
 
   /** The client, or the factory that makes it, as given; for a `memory://` URL, its client. */
@@ -134,12 +145,8 @@ export class RedisLockService {
   }
 
   /**
-   * Tries, without waiting, to become the only holder of `cacheKey`. Not re-entrant: a second
-   * acquire of a key this process holds answers busy. `ttl` (seconds) overrides the service's
-   * `ttl` for this lock, so that `@SingleFlight` can set it per method. When the
-   * script fails (e.g. `commandTimeout` on a paused server), a release of this call's token is
-   * sent right behind it, so that a server that runs the acquire late does not keep the key
-   * locked until the TTL.
+   * Tries, without waiting, to become the only holder of `cacheKey` for `ttl` seconds (default:
+   * the service's). Not re-entrant: a second acquire of a key this process holds answers busy.
    */
   acquire(cacheKey: string, ttl: number = this.options.ttl): Promise<AcquireResult> {
     if (cacheKey === undefined || cacheKey === null) {
@@ -157,20 +164,14 @@ export class RedisLockService {
     return this[ACQUIRE_KEY](redisKey, ttl);
   }
 
-  /**
-   * `acquire` by the Redis key that `redisKey()` made, so that a caller which derived it already
-   * does not derive it again. Internal to the library.
-   */
   [ACQUIRE_KEY](redisKey: string, ttl: number = this.options.ttl): Promise<AcquireResult> {
-    // One boolean read when nobody listens: no trace object, no closure.
-    if (lockChannel.hasSubscribers) {
-      return traceLock('acquire', redisKey, undefined, () => this.take(redisKey, ttl));
-    }
-    return this.take(redisKey, ttl);
+    // One boolean read when nobody listens: no trace context, no closure.
+    if (!lockChannel.hasSubscribers) return this.take(redisKey, ttl);
+    return traceLock('acquire', redisKey, undefined, () => this.take(redisKey, ttl));
   }
 
   private async take(redisKey: string, ttl: number): Promise<AcquireResult> {
-    // The service's own ttl was checked when it was made: no string and regex work per call.
+    // The service's own ttl was checked when it was made: no parsing per call.
     const seconds = ttl === this.options.ttl ? ttl : parseSeconds(ttl);
     if (seconds === undefined) return [undefined, this.error('redis_ttl_invalid')];
     const guard: LockGuard = { key: redisKey, token: createToken() };
@@ -193,9 +194,8 @@ export class RedisLockService {
     } catch (error) {
       // A timed-out script may still run: a paused or slow server reads it from its socket later.
       // A release of this call's own token, sent right behind it, lets go of a lock taken that
-      // late instead of leaving the key blocked until the TTL. Best effort; never another holder's.
-      // One that cannot go out after an acquire that did (the connection broke since) goes ahead
-      // of the next acquire once the connection is back.
+      // late (never another holder's). One that cannot go out after an acquire that did (the
+      // connection broke since) goes ahead of the next acquire once the connection is back.
       releaseLock(client, guard.key, guard.token).catch(() => {
         if (wentOut && !unsent.connected) unsent.add(guard, ttlMs);
       });
@@ -213,23 +213,17 @@ export class RedisLockService {
   }
 
   /**
-   * Deletes the lock if it still holds this guard's token. A lock that already expired, or was
-   * taken by another holder since, is left alone and the call still succeeds. A guard whose key
-   * is outside this service's namespace is refused (`redis_invalid_guard`), and nothing is sent.
+   * Deletes the lock if it still holds this guard's token; a lock that expired or changed hands
+   * is left alone, and the call still succeeds. A guard outside this service's namespace is
+   * refused (`redis_invalid_guard`) before Redis is asked.
    */
   release(given: LockGuard): Promise<ReleaseResult> {
     return this[RELEASE_WRITING](given, undefined) as Promise<ReleaseResult>;
   }
 
-  // The release that also writes (or deletes) one key in the lock's hash slot, in the same
-  // script: a shared result or a cache entry. `written` is true only when this guard still held
-  // the lock, so that the write went through.
   [RELEASE_WRITING](given: LockGuard, write: SlotWrite | undefined): Promise<WriteResult> {
-    if (lockChannel.hasSubscribers) {
-      const key = readGuard(given)?.key ?? '';
-      return traceLock('release', key, given ?? undefined, () => this.unlock(given, write));
-    }
-    return this.unlock(given, write);
+    if (!lockChannel.hasSubscribers) return this.unlock(given, write);
+    return traceLock('release', undefined, given, () => this.unlock(given, write));
   }
 
   private async unlock(given: LockGuard, write: SlotWrite | undefined): Promise<WriteResult> {
@@ -253,16 +247,12 @@ export class RedisLockService {
   }
 
   /**
-   * Moves the lock's expiry to `ttl` seconds from now (default: the service's `ttl`), if the lock
-   * still holds this guard's token. The watchdog of long builds uses it. A guard whose key is
-   * outside this service's namespace is refused (`redis_invalid_guard`), and nothing is sent.
+   * Moves the lock's expiry to `ttl` seconds from now (default: the service's) if it still holds
+   * this guard's token. A guard outside this service's namespace is refused.
    */
   extend(given: LockGuard, ttl: number = this.options.ttl): Promise<ExtendResult> {
-    if (lockChannel.hasSubscribers) {
-      const key = readGuard(given)?.key ?? '';
-      return traceLock('extend', key, undefined, () => this.prolong(given, ttl));
-    }
-    return this.prolong(given, ttl);
+    if (!lockChannel.hasSubscribers) return this.prolong(given, ttl);
+    return traceLock('extend', undefined, given, () => this.prolong(given, ttl));
   }
 
   private async prolong(given: LockGuard, ttl: number): Promise<ExtendResult> {
@@ -282,19 +272,14 @@ export class RedisLockService {
     return answer === 1 ? [true, undefined] : [false, this.error('redis_bad_reply')];
   }
 
-  /**
-   * The Redis key a lock on `cacheKey` lives under (what `key()` makes). Keys of anything else one
-   * lock needs (wake-up channel, shared result, fencing counter) are derived from it.
-   */
+  /** The Redis key a lock on `cacheKey` lives under (what `key()` makes). */
   redisKey(cacheKey: string): string {
     return this.key(cacheKey);
   }
 
   /**
-   * The client the lock uses, made by the factory on first use (the same single instance), as the
-   * library drives it: a node-redis client is presented in ioredis's shape. The wake-on-release
-   * subscriber duplicates it and reads lock PTTLs through it. Rejects
-   * with a `LockError` (`redis_no_client`, or the factory's own error) when there is none.
+   * The client the lock uses, made by the factory on first use, as the library drives it (a
+   * node-redis client in ioredis's shape). Rejects with a `LockError` when there is none.
    */
   async getClient(): Promise<RedisScriptClient> {
     try {
@@ -307,35 +292,37 @@ export class RedisLockService {
   }
 
   /**
-   * The Redis key for a cache key: the namespace, then the hex MD5 of the key's UTF-8 bytes. A
-   * key with a lone surrogate (no UTF-8 form) is hashed so that it shares no lock with another
-   * key (see hashedKey). Override it to add a Redis Cluster hash tag.
+   * The namespace, then the hex MD5 of the key's UTF-8 bytes. Override it to add a Redis Cluster
+   * hash tag.
    */
   protected key(cacheKey: string): string {
     return hashedKey(this.options.namespace, cacheKey);
   }
 
-  /** Takes `given` as the client: a node-redis one through its adapter, and only then. */
   private use(given: LockClient): void {
     const client = isNodeRedisClient(given) ? nodeRedisClient(given) : (given as RedisScriptClient);
     this.client = client;
-    // node-redis writes the commands of one event-loop turn together: no batching on top.
-    const commands = batchingClient(client);
-    this.commands = commands;
-    this.unsent = new UnsentReleases(client, commands);
+    this.commands = batchingClient(client);
+    this.unsent = new UnsentReleases(client, this.commands);
   }
 
-  /** Makes the client by the factory on first use (FactoryConnection). */
+  /** Concurrent first calls share one attempt; a failed one is forgotten, to be tried again. */
   private connect(): Promise<void> {
     if (this.client) return Promise.resolve();
-    return this.connection!.connect();
+    if (this.connecting) return this.connecting;
+    const factory = this.options.redis as RedisClientFactory;
+    const attempt = connectBy(factory, this.options.connectTimeout, (c) => this.use(c));
+    attempt.catch(() => {
+      if (this.connecting === attempt) this.connecting = undefined;
+    });
+    this.connecting = attempt;
+    return attempt;
   }
 
   private error(id: MessageId): LockError {
     return new LockError(id, this.messages.render(id));
   }
 
-  /** A Redis failure in `id`'s words; the client's own error goes in ERROR and in `cause`. */
   private failure(id: MessageId, error: unknown): LockError {
     return lockFailure(this.messages, this.options.connectTimeout, id, error);
   }

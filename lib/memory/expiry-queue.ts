@@ -1,34 +1,13 @@
-/**
- * One expiry in the queue: `key` expires after epoch ms `at`.
- *
- * @example
- * ```ts
- * const expiry: Expiry = { key: 'buffer:lock:9a03', at: Date.now() + 60_000 };
- * ```
- */
 export interface Expiry {
   readonly key: string;
+  /** Epoch ms after which the key is gone. */
   readonly at: number;
 }
 
-/**
- * The expiries of a keyspace in time order (a binary min-heap), so that keys nobody reads again
- * are found when their time is past without scanning every key. A key set again keeps its older
- * entries here; the keyspace skips those whose time is no longer the key's.
- *
- * @example
- * ```ts
- * const queue = new ExpiryQueue();
- * queue.add('k', Date.now() + 100);
- * for (let e = queue.takeDue(Date.now()); e; e = queue.takeDue(Date.now())) console.log(e.key);
- * ```
- */
+// A binary min-heap, so that keys nobody reads again are found without scanning every key. A key
+// set again keeps its older entries here; the keyspace skips those that are no longer its time.
 export class ExpiryQueue {
-  private heap: Expiry[] = [];
-
-  get size(): number {
-    return this.heap.length;
-  }
+  private readonly heap: Expiry[] = [];
 
   add(key: string, at: number): void {
     const heap = this.heap;
@@ -45,10 +24,6 @@ export class ExpiryQueue {
   /** Takes out the earliest expiry when its time is before `now`; `undefined` when none is. */
   takeDue(now: number): Expiry | undefined {
     return this.heap.length > 0 && this.heap[0]!.at < now ? this.pop() : undefined;
-  }
-
-  clear(): void {
-    this.heap = [];
   }
 
   private pop(): Expiry {

@@ -6,7 +6,6 @@ const INTEGER = /^(?:0|-?[1-9]\d*)$/;
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 
-/** An error with Redis's reply text, as a client rejects with it. */
 const replyError = (text: string): Error => new Error(text);
 
 const NOT_AN_INTEGER = 'ERR value is not an integer or out of range';
@@ -18,9 +17,7 @@ function int64(text: string | undefined): bigint | undefined {
   return value < INT64_MIN || value > INT64_MAX ? undefined : value;
 }
 
-/**
- * `value` when it is a string; a script that passes nil (a missing ARGV) gets Lua's refusal.
- */
+/** A script that passes nil (a missing ARGV) gets Lua's refusal. */
 function argument(value: string | undefined): string {
   if (typeof value !== 'string') {
     throw replyError('ERR Lua redis lib command arguments must be strings or integers');
@@ -34,35 +31,15 @@ interface Entry {
   expiresAt: number | undefined;
 }
 
-/**
- * Where a keyspace delivers the messages it publishes: the subscriber connections of `memory://`.
- *
- * @example
- * ```ts
- * const listener: ChannelListener = { deliver: (channel, message) => console.log(channel, message) };
- * keyspace.subscribe('buffer:lock:9a03', listener);
- * ```
- */
 export interface ChannelListener {
   deliver(channel: string, message: string): void;
 }
 
 /**
- * The data of one in-memory Redis: string keys with millisecond expiry, and sharded pub/sub
- * channels. It answers the commands the library's scripts use ({@link ScriptCommands}) as Redis
- * 7 does: the same replies, the same refusals, the same expiry rules (a key lives through the
- * millisecond its expiry names, PTTL counts down to 0, a PEXPIRE to a time not in the future
- * deletes the key). Expired keys are never seen (lazy expiry on every read) and are dropped from
- * memory at the next command (the expiry queue), so a key nobody reads again costs nothing for long.
- *
- * One script runs against one frozen clock, as in Redis, through {@link atomically}.
- *
- * @example
- * ```ts
- * const keyspace = new MemoryKeyspace();
- * keyspace.set('k', 'v', 'PX', '1000');
- * keyspace.pttl('k'); // 1000 or a little less
- * ```
+ * The data of one in-memory Redis: string keys with millisecond expiry and sharded pub/sub
+ * channels, answering the scripts' commands with Redis 7's replies, refusals and expiry rules (a
+ * key lives through the millisecond its expiry names; a PEXPIRE to a time not in the future
+ * deletes it). Expired keys are dropped at the next command, so one nobody reads costs nothing.
  */
 export class MemoryKeyspace implements ScriptCommands {
   private readonly entries = new Map<string, Entry>();
@@ -73,10 +50,7 @@ export class MemoryKeyspace implements ScriptCommands {
 
   constructor(private readonly clock: () => number = Date.now) {}
 
-  /**
-   * Runs `work` as one atomic step at one instant, as Redis runs a script: every command in it
-   * sees the same time. Keys that expired before it are dropped first.
-   */
+  /** One atomic step at one instant, as Redis runs a script; keys expired before it go first. */
   atomically<T>(work: (commands: ScriptCommands) => T): T {
     if (this.frozen !== undefined) return work(this);
     this.frozen = this.clock();
@@ -174,25 +148,15 @@ export class MemoryKeyspace implements ScriptCommands {
     return listeners.size;
   }
 
-  /** EXISTS of one key: 1 or 0. */
   exists(key: string): number {
     return this.live(argument(key)) === undefined ? 0 : 1;
   }
 
-  /** DBSIZE: how many keys live now. */
   dbsize(): number {
     this.purge(this.now());
     return this.entries.size;
   }
 
-  /** FLUSHALL: every key gone (subscriptions stay, as in Redis). */
-  flushall(): 'OK' {
-    this.entries.clear();
-    this.expiries.clear();
-    return 'OK';
-  }
-
-  /** SSUBSCRIBE of one listener to `channel`. */
   subscribe(channel: string, listener: ChannelListener): void {
     const name = argument(channel);
     let listeners = this.channels.get(name);
@@ -200,7 +164,6 @@ export class MemoryKeyspace implements ScriptCommands {
     listeners.add(listener);
   }
 
-  /** SUNSUBSCRIBE of one listener from `channel`. */
   unsubscribe(channel: string, listener: ChannelListener): void {
     const name = argument(channel);
     const listeners = this.channels.get(name);
@@ -211,7 +174,7 @@ export class MemoryKeyspace implements ScriptCommands {
     return this.frozen ?? this.clock();
   }
 
-  /** The entry of `name` unless it expired (then it is deleted now: lazy expiry). */
+  /** Lazy expiry: an expired entry is deleted when read. */
   private live(name: string): Entry | undefined {
     const entry = this.entries.get(name);
     if (entry === undefined) return undefined;
@@ -227,7 +190,6 @@ export class MemoryKeyspace implements ScriptCommands {
     if (expiresAt !== undefined) this.expiries.add(name, expiresAt);
   }
 
-  /** Drops every key whose expiry passed before `now`. */
   private purge(now: number): void {
     for (let due = this.expiries.takeDue(now); due; due = this.expiries.takeDue(now)) {
       const entry = this.entries.get(due.key);

@@ -1,25 +1,22 @@
-import { BadReply } from './bad-reply.js';
 import { isIoredisClient } from './client.js';
 import { type RedisScriptClient } from '../types/clients.js';
 
-/** One command as ioredis `pipeline([...])` takes it: the name, then the arguments. */
 type PipelinedCommand = [name: 'eval' | 'evalsha' | 'set', ...args: (string | number)[]];
 
-/**
- * What batching needs of a client: ioredis `Redis.pipeline(commands)`, whose `exec()` writes every
- * command in one go and resolves to one `[error, reply]` pair per command.
- *
- * @example
- * ```ts
- * const client: PipelineClient = new Redis();
- * ```
- */
-export interface PipelineClient extends RedisScriptClient {
+// ioredis `pipeline(commands).exec()`: one `[error, reply]` pair per command.
+interface PipelineClient extends RedisScriptClient {
   pipeline(commands: PipelinedCommand[]): {
     exec(): Promise<[error: Error | null, reply: unknown][] | null>;
   };
   readonly isCluster?: boolean;
   readonly options?: { readonly enableAutoPipelining?: boolean };
+}
+
+/** A reply the lock cannot read (no `[error, reply]` pair); the service words it as a bad reply. */
+export class BadReply extends Error {
+  constructor() {
+    super('unexpected reply');
+  }
 }
 
 interface Pending {
@@ -44,21 +41,10 @@ const canBatch = (client: RedisScriptClient): client is PipelineClient => {
 
 /**
  * The lock's commands on `client`, batched under load: a command sent while none of the lock's
- * commands is waiting for Redis goes out at once (one caller at a time pays no delay); one sent
- * while others are waiting joins a queue that is written as one pipeline at the end of the current
- * event-loop turn (`setImmediate`). Many concurrent acquires and releases then cost one write
- * and one read of the socket, for Node and for Redis, instead of one each. Replies, errors
- * (NOSCRIPT, command timeouts) and order are each command's own, as if sent alone.
- *
- * Returns `client` itself when it is not an ioredis client (eval-only clients, and any other
- * object with a `pipeline` method: its `pipeline()` may mean something else), is a Cluster, or auto-pipelines already (`enableAutoPipelining`). Only calls the client's methods; it
- * never changes the client.
- *
- * @example
- * ```ts
- * const commands = batchingClient(new Redis());
- * await Promise.all(keys.map((key) => acquireLock(commands, key, token(), 30_000)));
- * ```
+ * is waiting for Redis goes out at once; one sent while others wait joins a pipeline written at
+ * the end of this turn (`setImmediate`). Replies, errors and order stay each command's own.
+ * Anything but a plain ioredis client (whose `pipeline()` may mean something else) is returned as
+ * it is.
  */
 export function batchingClient(client: RedisScriptClient): RedisScriptClient {
   if (!canBatch(client)) return client;
@@ -102,7 +88,6 @@ export function batchingClient(client: RedisScriptClient): RedisScriptClient {
       },
     );
   };
-  /** Nothing of the lock's is waiting for Redis: a command goes out at once. */
   const idle = (): boolean => waiting === 0 && queue.length === 0;
   const sent = (reply: unknown): Promise<unknown> => {
     const settles = Promise.resolve(reply);

@@ -2,10 +2,7 @@ import type { Redis, RedisOptions } from 'ioredis';
 import { LockError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 
-/**
- * ioredis, loaded on first use: it is an optional peer, needed only to build a client from a URL or
- * ioredis options. Rejects with a `LockError` (`redis_client_missing`) when it is not installed.
- */
+// ioredis is an optional peer, needed only to build a client from a URL or ioredis options.
 async function loadIoredis(): Promise<typeof Redis> {
   try {
     return (await import('ioredis')).Redis;
@@ -19,18 +16,9 @@ async function loadIoredis(): Promise<typeof Redis> {
 }
 
 /**
- * The ioredis settings applied to clients the module builds from a URL or from ioredis options:
- * fail fast when Redis is in trouble. A client you pass in yourself is used as it is: give it
- * these settings to get the same bounded latency. Under load the lock batches its own commands
- * (a command sent while others wait joins one pipeline); ioredis's `enableAutoPipelining` is left
- * off, since it defers even a lone command to the next turn of the event loop.
- *
- * | option | value | ioredis default | why |
- * | --- | --- | --- | --- |
- * | `commandTimeout` | 1000 ms | none | a paused or partitioned Redis answers no command: give up after 1 s |
- * | `maxRetriesPerRequest` | 1 | 20 | a command is not re-sent through 20 reconnects (minutes) |
- * | `enableOfflineQueue` | false | true | while disconnected, commands fail at once instead of queueing |
- * | `connectTimeout` | 2000 ms | 10000 ms | an unreachable host is reported within 2 s |
+ * The ioredis settings of the clients the module builds: fail fast when Redis is in trouble. Give
+ * a client of your own the same to get the same bounded latency. `enableAutoPipelining` stays off:
+ * it defers even a lone command to the next turn, and the lock batches under load by itself.
  *
  * @example
  * ```ts
@@ -39,23 +27,20 @@ async function loadIoredis(): Promise<typeof Redis> {
  * ```
  */
 export const FAIL_FAST_CLIENT_DEFAULTS = Object.freeze({
-  commandTimeout: 1000,
-  maxRetriesPerRequest: 1,
-  enableOfflineQueue: false,
-  connectTimeout: 2000,
+  commandTimeout: 1000, // a paused or partitioned Redis answers nothing (default: none)
+  maxRetriesPerRequest: 1, // not re-sent through 20 reconnects (minutes)
+  enableOfflineQueue: false, // fail at once while disconnected instead of queueing
+  connectTimeout: 2000, // an unreachable host is reported within 2 s (default 10 s)
 } as const satisfies RedisOptions);
 
 /**
- * Connects a fail-fast client: {@link FAIL_FAST_CLIENT_DEFAULTS} under the caller's options (an
- * option the caller sets wins), and resolves once the client is ready, because without an offline
- * queue a command sent before that would fail. Rejects, leaving nothing connected or reconnecting,
- * when Redis cannot be reached, and with a `LockError` (`redis_client_missing`) when ioredis is not
- * installed. Passwords in `url` are never put into error texts.
+ * A connected fail-fast client: FAIL_FAST_CLIENT_DEFAULTS under your options, resolved once ready
+ * (no offline queue). Rejects, leaving nothing reconnecting, when Redis cannot be reached, and
+ * with `redis_client_missing` when ioredis is not installed. Passwords never reach error texts.
  *
  * @example
  * ```ts
- * const factory = () => connectFailFast(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
- * new RedisLockService({ redis: factory });
+ * new RedisLockService({ redis: () => connectFailFast(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379') });
  * ```
  */
 export async function connectFailFast(

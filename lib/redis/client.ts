@@ -1,13 +1,7 @@
 import type { RedisScriptClient } from '../types/clients.js';
-import {
-  isNodeRedisClient,
-  looksLikeNodeRedis,
-  type NodeRedisConnection,
-} from './node-redis-client.js';
 
 /**
- * A function that makes the client, called on first use (once per process). It may return a
- * promise.
+ * Makes the client on first use (once per process); it may return a promise.
  *
  * @example
  * ```ts
@@ -17,16 +11,15 @@ import {
 export type RedisClientFactory = () =>
   LockClient | null | undefined | Promise<LockClient | null | undefined>;
 
-/**
- * A client the lock takes: a {@link RedisScriptClient} (ioredis, iovalkey, or anything with
- * `eval()`), or a node-redis client or cluster.
- *
- * @example
- * ```ts
- * const client: LockClient = await createClient({ url: process.env.REDIS_URL }).connect();
- * ```
- */
 export type LockClient = RedisScriptClient | NodeRedisConnection;
+
+// The members that tell a node-redis client or cluster (the `redis` package) apart.
+export interface NodeRedisConnection {
+  readonly isOpen: boolean;
+  sendCommand(...args: never[]): unknown;
+  evalSha(...args: never[]): unknown;
+  sSubscribe(...args: never[]): unknown;
+}
 
 /** `value[name]`, or `undefined` when reading it throws (a getter or a Proxy trap). */
 export const fieldOf = (value: object, name: string): unknown => {
@@ -37,17 +30,7 @@ export const fieldOf = (value: object, name: string): unknown => {
   }
 };
 
-/**
- * Whether `value` is an ioredis `Redis` or `Cluster`, or a fork with their shape (iovalkey, for
- * one): `eval()` and `pipeline()` methods, an `options` object, a `status` string and an
- * `isCluster` flag. Only such a client is sent pipelines.
- *
- * @example
- * ```ts
- * isIoredisClient(new Redis()); // true
- * isIoredisClient(createClient()); // false: node-redis
- * ```
- */
+/** ioredis `Redis` or `Cluster`, or a fork of that shape (iovalkey): only these get pipelines. */
 export const isIoredisClient = (value: unknown): boolean => {
   if (typeof value !== 'object' || value === null) return false;
   const options = fieldOf(value, 'options');
@@ -61,23 +44,45 @@ export const isIoredisClient = (value: unknown): boolean => {
   );
 };
 
+const looksLikeNodeRedis = (value: object): boolean =>
+  typeof fieldOf(value, 'sendCommand') === 'function' &&
+  typeof fieldOf(value, 'isOpen') === 'boolean';
+
+const NODE_REDIS_METHODS = [
+  'eval',
+  'evalSha',
+  'set',
+  'duplicate',
+  'connect',
+  'destroy',
+  'sSubscribe',
+  'sUnsubscribe',
+  'on',
+  'off',
+] as const;
+
+/** A node-redis client or cluster (v5, v6) with every method the library calls. */
+export const isNodeRedisClient = (value: unknown): boolean =>
+  typeof value === 'object' &&
+  value !== null &&
+  looksLikeNodeRedis(value) &&
+  NODE_REDIS_METHODS.every((name) => typeof fieldOf(value, name) === 'function');
+
 /**
- * Whether `value` is a client the lock can drive: an ioredis client or fork
- * ({@link isIoredisClient}), a node-redis client or cluster (`createClient()`, `createCluster()`
- * of the `redis` package, with every method the lock calls), or any other object with `eval()`
- * (the minimal {@link RedisScriptClient}). Something shaped like node-redis that lacks one of the
- * methods it needs is refused: its `eval()` takes other arguments than the minimal interface's.
- *
- * @example
- * ```ts
- * isScriptClient(new Redis()); // true
- * isScriptClient(createClient()); // true: node-redis
- * isScriptClient({ eval: () => 0 }); // true: the minimal client
- * isScriptClient({ eval: () => 0, sendCommand: () => 0, isOpen: true }); // false
- * ```
+ * ioredis or a fork, node-redis, or any other object with `eval()`. Something shaped like
+ * node-redis that lacks a method it needs is refused: its `eval()` takes other arguments.
  */
 export const isScriptClient = (value: unknown): value is LockClient =>
   typeof value === 'object' &&
   value !== null &&
   typeof fieldOf(value, 'eval') === 'function' &&
   (isIoredisClient(value) || isNodeRedisClient(value) || !looksLikeNodeRedis(value));
+
+/** ioredis's `status` is `'ready'`; a client without one (or whose getter throws) is not. */
+export function isConnected(client: unknown): boolean {
+  try {
+    return (client as { status?: unknown } | null | undefined)?.status === 'ready';
+  } catch {
+    return false;
+  }
+}

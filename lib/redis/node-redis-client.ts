@@ -1,17 +1,7 @@
 import { EventEmitter } from 'node:events';
-import type { RedisScriptClient } from '../types/clients.js';
-import type { SubscriberConnection } from '../types/clients.js';
+import type { RedisScriptClient, SubscriberConnection } from '../types/clients.js';
+import { fieldOf } from './client.js';
 
-/** `value[name]`, or `undefined` when reading it throws (a getter or a Proxy trap). */
-const fieldOf = (value: object, name: string): unknown => {
-  try {
-    return (value as Record<string, unknown>)[name];
-  } catch {
-    return undefined;
-  }
-};
-
-/** What a node-redis script command takes: keys and arguments apart, every one a string. */
 interface ScriptOptions {
   readonly keys: string[];
   readonly arguments: string[];
@@ -20,10 +10,7 @@ interface ScriptOptions {
 // oxlint-disable-next-line no-explicit-any -- node-redis listeners take any arguments
 type Listener = (...args: any[]) => void;
 
-/**
- * The part of a node-redis client (`createClient()`) or cluster (`createCluster()`) of the `redis`
- * package (v5, v6) the library uses.
- */
+// What the library calls on a node-redis client or cluster (v5, v6).
 interface NodeRedis {
   eval(script: string, options: ScriptOptions): Promise<unknown>;
   evalSha(sha: string, options: ScriptOptions): Promise<unknown>;
@@ -50,73 +37,9 @@ interface NodeRedis {
   readonly isOpen: boolean;
 }
 
-/**
- * A node-redis client or cluster (`createClient()`, `createCluster()` of the `redis` package), as
- * the lock's options type it: the members that tell one apart. What the lock calls on it is
- * checked when it is given ({@link isNodeRedisClient}).
- *
- * @example
- * ```ts
- * const client: NodeRedisConnection = await createClient({ url: process.env.REDIS_URL }).connect();
- * ```
- */
-export interface NodeRedisConnection {
-  readonly isOpen: boolean;
-  sendCommand(...args: never[]): unknown;
-  evalSha(...args: never[]): unknown;
-  sSubscribe(...args: never[]): unknown;
-}
-
-const METHODS = [
-  'eval',
-  'evalSha',
-  'set',
-  'duplicate',
-  'connect',
-  'destroy',
-  'sSubscribe',
-  'sUnsubscribe',
-  'on',
-  'off',
-] as const;
-
-/**
- * Whether `value` looks like a node-redis client or cluster (`sendCommand()` with an `isOpen`
- * flag), whether or not it has all the library needs.
- *
- * @example
- * ```ts
- * looksLikeNodeRedis(createClient()); // true
- * looksLikeNodeRedis(new Redis()); // false: ioredis has no isOpen
- * ```
- */
-export const looksLikeNodeRedis = (value: object): boolean =>
-  typeof fieldOf(value, 'sendCommand') === 'function' &&
-  typeof fieldOf(value, 'isOpen') === 'boolean';
-
-/**
- * Whether `value` is a node-redis client or cluster of the `redis` package (v5 or v6) with every
- * method the library calls: `eval` and `evalSha` with `{ keys, arguments }`, `set` with
- * `{ expiration, condition }`, `duplicate`, `connect`, `destroy`, `sSubscribe`, `sUnsubscribe`,
- * `on` and `off`. Such a client is driven through {@link nodeRedisClient}.
- *
- * @example
- * ```ts
- * isNodeRedisClient(createClient()); // true
- * isNodeRedisClient(new Redis()); // false: ioredis
- * ```
- */
-export const isNodeRedisClient = (value: unknown): boolean =>
-  typeof value === 'object' &&
-  value !== null &&
-  looksLikeNodeRedis(value) &&
-  METHODS.every((name) => typeof fieldOf(value, name) === 'function');
-
-/** A node-redis cluster has `getSlotMaster()`; a single client has not. */
 const isNodeRedisCluster = (client: NodeRedis): boolean =>
   typeof fieldOf(client, 'getSlotMaster') === 'function';
 
-/** A call that may throw, as a promise: a client that throws gives a rejection. */
 const attempt = (call: () => unknown): Promise<unknown> => {
   try {
     return Promise.resolve(call());
@@ -125,26 +48,20 @@ const attempt = (call: () => unknown): Promise<unknown> => {
   }
 };
 
-/** ioredis's `(numkeys, ...keys, ...args)` as node-redis takes it; node-redis refuses numbers. */
+// node-redis refuses numbers.
 const scriptOptions = (numkeys: number, args: readonly (string | number)[]): ScriptOptions => ({
   keys: args.slice(0, numkeys).map(String),
   arguments: args.slice(numkeys).map(String),
 });
 
-/** The client's events the library listens to, under ioredis's names, with node-redis's names. */
+// ioredis's event names → node-redis's.
 const EVENTS: Readonly<Record<'client' | 'cluster', Readonly<Record<string, string>>>> = {
   // A cluster has no 'ready' of its own; a node ready again (a restart) is the sign.
   client: { ready: 'ready', close: 'end', error: 'error' },
   cluster: { ready: 'node-ready', close: 'disconnect', error: 'error' },
 };
 
-/**
- * A pub/sub connection on a duplicate of `client`, as the release subscriber drives it: ioredis's
- * `ssubscribe`, `sunsubscribe`, `'smessage'`, `'ready'`, `'error'` and `'close'` events and
- * `disconnect()`. The duplicate is connected on first use; node-redis hands sharded messages to a
- * listener, which re-emits them as `'smessage'`. Never throws: failures are rejections or
- * `'error'` events.
- */
+// ioredis's pub/sub surface on a duplicate connected on first use; never throws.
 function subscriberConnection(
   client: NodeRedis,
   events: Readonly<Record<string, string>>,
@@ -174,7 +91,7 @@ function subscriberConnection(
   const on = (event: string, listener: Listener): void => {
     emitter.on(event, listener);
   };
-  const subscriber: SubscriberConnection = {
+  return {
     ssubscribe: (channel: string) => open().then(() => connection!.sSubscribe(channel, onMessage)),
     sunsubscribe: (channel: string) =>
       open().then(() => connection!.sUnsubscribe(channel, onMessage)),
@@ -189,26 +106,14 @@ function subscriberConnection(
       }
     },
   };
-  return subscriber;
 }
 
 const adapters = new WeakMap<object, RedisScriptClient>();
 
 /**
- * `client`, a node-redis client or cluster ({@link isNodeRedisClient}), as the ioredis-shaped
- * client the library drives: `eval(script, numkeys, ...args)` and `evalsha` by node-redis's
- * `eval` and `evalSha` (NOSCRIPT is node-redis's error reply, which `runScript` answers by EVAL),
- * `set(key, value, 'PX', ms, 'NX')`, `ping()`, `on`/`off` for `'ready'`, and `duplicate()` giving
- * the release subscriber its own pub/sub connection. Commands are sent at once: node-redis writes
- * the commands of one event-loop turn together by itself. Errors (a closed client, a lost socket,
- * a timeout) are the client's own rejections. One adapter per client, so that everything using the
- * client shares one subscriber. The client is never changed.
- *
- * @example
- * ```ts
- * const client = await createClient({ url: process.env.REDIS_URL }).connect();
- * await acquireLock(nodeRedisClient(client), key, token, 30_000);
- * ```
+ * A node-redis client in the ioredis shape the library drives. node-redis writes one turn's
+ * commands together by itself, so nothing is batched. One adapter per client, so that everything
+ * using the client shares one subscriber.
  */
 export function nodeRedisClient(client: object): RedisScriptClient {
   const known = adapters.get(client);
@@ -239,15 +144,7 @@ export function nodeRedisClient(client: object): RedisScriptClient {
   return adapter;
 }
 
-/**
- * Closes a node-redis client the library made by a factory: `close()` (waits for replies under
- * way), and `destroy()` when it does not finish within `timeoutMs`. Never rejects.
- *
- * @example
- * ```ts
- * await closeNodeRedis(client, 1000);
- * ```
- */
+/** `close()`, then `destroy()` if it takes over `timeoutMs`; never rejects. */
 export async function closeNodeRedis(client: object, timeoutMs: number): Promise<void> {
   const redis = client as NodeRedis;
   let timer: NodeJS.Timeout | undefined;

@@ -8,29 +8,16 @@ const SET_PX = luaScript(
   (redis, [key], [value, ms]) => redis.set(key!, value!, 'PX', ms!),
 );
 const DEL = luaScript(`return redis.call('DEL', KEYS[1])`, (redis, [key]) => redis.del(key!));
+const PTTL = luaScript(`return redis.call('PTTL', KEYS[1])`, (redis, [key]) => redis.pttl(key!));
+const PING = luaScript(`return redis.call('PING')`, () => 'PONG');
 
-/**
- * The string at `key`, or `null` when there is none. Rejects when Redis could not be asked.
- *
- * @example
- * ```ts
- * await getValue(client, 'buffer:cache:report'); // 'hello', or null
- * ```
- */
+/** The string at `key`, or `null`. */
 export function getValue(client: RedisScriptClient, key: string): Promise<string | null> {
   return runScript(client, GET, [key], []).then((answer) =>
     typeof answer === 'string' ? answer : null,
   );
 }
 
-/**
- * Sets `key` to `value` for `ttlMs` milliseconds.
- *
- * @example
- * ```ts
- * await setValue(client, 'buffer:cache:report', 'hello', 60_000); // 'OK'
- * ```
- */
 export function setValue(
   client: RedisScriptClient,
   key: string,
@@ -40,14 +27,22 @@ export function setValue(
   return runScript(client, SET_PX, [key], [value, ttlMs]);
 }
 
-/**
- * Deletes `key`.
- *
- * @example
- * ```ts
- * await deleteKey(client, 'buffer:cache:report'); // 1 when it was there, else 0
- * ```
- */
 export function deleteKey(client: RedisScriptClient, key: string): Promise<unknown> {
   return runScript(client, DEL, [key], []);
+}
+
+/** Redis's PTTL: `-2` when the key is gone, `-1` when it has no expiry. */
+export async function lockPttl(client: RedisScriptClient, key: string): Promise<number> {
+  return Number(await runScript(client, PTTL, [key], []));
+}
+
+/** The client's own `ping()` when it has one, else a script; never throws. */
+export function ping(client: RedisScriptClient): Promise<unknown> {
+  try {
+    const own = (client as { ping?: unknown }).ping;
+    if (typeof own === 'function') return Promise.resolve(own.call(client));
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return runScript(client, PING, [], []);
 }

@@ -1,4 +1,4 @@
-import { isConnected } from '../redis/connection-status.js';
+import { isConnected } from '../redis/client.js';
 
 /**
  * What {@link BreakerRecovery} uses of the lock's client, if it has it: ioredis's `on`/`off` for

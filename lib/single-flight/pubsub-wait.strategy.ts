@@ -1,6 +1,6 @@
 import type { RedisScriptClient } from '../types/clients.js';
 import { releaseChannel } from '../redis/keys.js';
-import { lockPttl } from '../redis/lock-pttl.js';
+import { lockPttl } from '../redis/plain-commands.js';
 import {
   releaseSubscriberFor,
   type DuplicableClient,

@@ -4,7 +4,7 @@ import { errorText } from '../messages/error-text.js';
 import { LockError } from '../errors/lock.error.js';
 import { RedisLockService } from '../lock/redis-lock.service.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import { ping } from '../redis/ping.js';
+import { ping } from '../redis/plain-commands.js';
 import type { CircuitState } from '../types/events.js';
 import {
   SingleFlightEngine,

@@ -154,9 +154,9 @@ describe("BufferLockModule.forRoot({ redis: 'memory://' })", () => {
     const started = await start(BufferLockModule.forRoot(options(new MemoryLogger())));
     await started.get(Reports).nightly('before shutdown');
     const client = (await started.get(RedisLockService).getClient()) as MemoryClient;
-    expect(client.isClosed).toBe(false);
+    expect(await client.ping()).toBe('PONG');
     await started.close();
     app = undefined;
-    expect(client.isClosed).toBe(true);
+    await expect(client.ping()).rejects.toThrow('Connection is closed.');
   });
 });

@@ -2,16 +2,15 @@ import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RedisScriptClient } from '../../lib/index.js';
-import { MemoryClient } from '../../lib/memory/memory-client.js';
-import type { MemorySubscriber } from '../../lib/memory/memory-subscriber.js';
-import { acquireLock } from '../../lib/redis/acquire-lock.js';
-import { extendLock } from '../../lib/redis/extend-lock.js';
-import { acquireFencedLock } from '../../lib/redis/fencing.js';
+import { MemoryClient, type MemorySubscriber } from '../../lib/memory/memory-client.js';
+import {
+  acquireFencedLock,
+  acquireLock,
+  extendLock,
+  releaseLock,
+} from '../../lib/redis/lock-commands.js';
 import { fenceKey, resultKey } from '../../lib/redis/keys.js';
-import { lockPttl } from '../../lib/redis/lock-pttl.js';
-import { ping } from '../../lib/redis/ping.js';
-import { deleteKey, getValue, setValue } from '../../lib/redis/plain-commands.js';
-import { releaseLock } from '../../lib/redis/release-lock.js';
+import { deleteKey, getValue, lockPttl, ping, setValue } from '../../lib/redis/plain-commands.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fenceKey, keySlot, releaseChannel, resultKey } from '../../lib/redis/keys.js';
-import { releaseLock } from '../../lib/redis/release-lock.js';
+import { releaseLock } from '../../lib/redis/lock-commands.js';
 import { SharedResultStore } from '../../lib/single-flight/shared-result.js';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { derivedKey, releaseChannel, resultKey } from '../../lib/redis/keys.js';
-import { releaseLock } from '../../lib/redis/release-lock.js';
+import { releaseLock } from '../../lib/redis/lock-commands.js';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { commandStats } from '../support/command-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';

@@ -1,0 +1,130 @@
+import type { RedisScriptClient } from '../types/clients.js';
+import { fenceKey } from './keys.js';
+import { luaScript, runScript } from './lua-script.js';
+
+// SET NX answers nil when the key exists; Lua sees that as false. For clients with eval() only.
+const ACQUIRE = luaScript(
+  `
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+return 0
+`,
+  (redis, [key], [token, ms]) => (redis.set(key!, token!, 'NX', 'PX', ms!) === null ? 0 : 1),
+);
+
+// A SET reply other than 'OK' or null (the number 1, say) must not read as "taken".
+const UNEXPECTED_SET_REPLY = Symbol('unexpected SET reply');
+
+const fromSetReply = (reply: unknown): unknown =>
+  reply === 'OK' ? 1 : reply === null ? 0 : reply === undefined ? undefined : UNEXPECTED_SET_REPLY;
+
+/** Resolves 1 when taken, 0 when held; any other answer is the client's. */
+export function acquireLock(
+  client: RedisScriptClient,
+  key: string,
+  token: string,
+  ttlMs: number,
+): Promise<unknown> {
+  // The plain SET is the same atomic command, without a Lua call on the server.
+  if (typeof client.set === 'function') {
+    // Promise.resolve: a misbehaving client may answer with no promise, or nothing at all.
+    return Promise.resolve(client.set(key, token, 'PX', ttlMs, 'NX')).then(fromSetReply);
+  }
+  return runScript(client, ACQUIRE, [key], [token, ttlMs]);
+}
+
+// The counter has no expiry, so a key's fencing numbers never go back.
+const ACQUIRE_FENCED = luaScript(
+  `
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
+return 0
+`,
+  (redis, [key, fence], [token, ms]) =>
+    redis.set(key!, token!, 'NX', 'PX', ms!) === null ? 0 : redis.incr(fence!),
+);
+
+/** Resolves the new fencing number when taken, 0 when held. */
+export function acquireFencedLock(
+  client: RedisScriptClient,
+  key: string,
+  token: string,
+  ttlMs: number,
+): Promise<unknown> {
+  return runScript(client, ACQUIRE_FENCED, [key, fenceKey(key)], [token, ttlMs]);
+}
+
+const EXTEND = luaScript(
+  `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+`,
+  (redis, [key], [token, ms]) => (redis.get(key!) === token ? redis.pexpire(key!, ms!) : 0),
+);
+
+/** Resolves 1 when the expiry moved, 0 when the lock is no longer this token's. */
+export function extendLock(
+  client: RedisScriptClient,
+  key: string,
+  token: string,
+  ttlMs: number,
+): Promise<unknown> {
+  return runScript(client, EXTEND, [key], [token, ttlMs]);
+}
+
+/** Written in the release's step: `payload` for `ttlMs`, or deleted without one. */
+export interface ReleaseWrite {
+  readonly key: string;
+  readonly payload: string | undefined;
+  readonly ttlMs: number;
+}
+
+// Compare-and-delete. The write goes before the delete, so a waiter the SPUBLISH wakes finds it.
+// The wake-up goes on the lock key's own shard channel, the token as its text. pcall: on a Redis
+// without SPUBLISH the release still succeeds and waiters poll. A written key (KEYS[2]) must be in
+// the lock's slot, or a Cluster refuses the script.
+const RELEASE = luaScript(
+  `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+if KEYS[2] then
+  if ARGV[2] then
+    redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+  else
+    redis.call('DEL', KEYS[2])
+  end
+end
+local deleted = redis.call('DEL', KEYS[1])
+pcall(redis.call, 'SPUBLISH', KEYS[1], ARGV[1])
+return deleted
+`,
+  (redis, [lock, written], [token, payload, ms]) => {
+    if (redis.get(lock!) !== token) return 0;
+    if (written !== undefined) {
+      if (payload !== undefined) redis.set(written, payload, 'PX', ms!);
+      else redis.del(written);
+    }
+    const deleted = redis.del(lock!);
+    redis.spublish(lock!, token!);
+    return deleted;
+  },
+);
+
+/** Resolves 1 when it deleted the lock (and wrote, and woke), 0 when the lock was not ours. */
+export function releaseLock(
+  client: RedisScriptClient,
+  lockKey: string,
+  token: string,
+  write?: ReleaseWrite,
+): Promise<unknown> {
+  if (write === undefined) return runScript(client, RELEASE, [lockKey], [token]);
+  const keys = [lockKey, write.key];
+  return write.payload === undefined
+    ? runScript(client, RELEASE, keys, [token])
+    : runScript(client, RELEASE, keys, [token, write.payload, write.ttlMs]);
+}
