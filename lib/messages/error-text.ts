@@ -1,13 +1,6 @@
-/**
- * `value` as text for a message: what `String()` makes of it, or, for a value that cannot be made
- * a string (no prototype, a throwing `toString`, a Proxy whose traps throw), its tag or its type.
- * Never throws.
- *
- * @example
- * ```ts
- * textOf(Object.create(null)); // '[object Object]'
- * ```
- */
+// Texts for messages from whatever was thrown. None of these throws, not even for a value whose
+// getters, toString or Proxy traps throw.
+
 export function textOf(value: unknown): string {
   try {
     return String(value);
@@ -21,15 +14,7 @@ export function textOf(value: unknown): string {
   }
 }
 
-/**
- * A thrown value as text: an Error's message, anything else as {@link textOf} makes it. Never
- * throws, whatever was thrown (a getter, `toString` or Proxy trap that throws included).
- *
- * @example
- * ```ts
- * errorText(new Error('ECONNREFUSED')); // 'ECONNREFUSED'
- * ```
- */
+/** An Error's message, anything else as text. */
 export function errorText(error: unknown): string {
   try {
     if (error instanceof Error) return textOf(error.message);
@@ -39,15 +24,6 @@ export function errorText(error: unknown): string {
   return textOf(error);
 }
 
-/**
- * `error` itself when it is an `Error`, else a new `Error` with its {@link errorText}. Never throws,
- * even for a Proxy whose traps throw.
- *
- * @example
- * ```ts
- * asError('ECONNRESET').message; // 'ECONNRESET'
- * ```
- */
 export function asError(error: unknown): Error {
   try {
     if (error instanceof Error) return error;

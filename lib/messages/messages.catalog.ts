@@ -1,14 +1,10 @@
 /**
- * Every text the library emits, keyed by message id and grouped by where it comes from: the lock
- * service's methods, shared results, the watchdog, the module's options, `@SingleFlight`, the
- * cache and the health check.
- * `ERROR` (and the other UPPERCASE words in a text) are placeholders filled in when the message is
- * rendered.
+ * Every text the library emits, by message id. UPPERCASE words (`ERROR`, `KEY`) are placeholders
+ * filled in when the message is rendered.
  *
  * @example
  * ```ts
- * import { ENGLISH_MESSAGES } from 'nestjs-buffer-lock';
- * console.log(ENGLISH_MESSAGES.redis_lock_failed); // 'Redis lock failed: ERROR'
+ * ENGLISH_MESSAGES.redis_lock_failed; // 'Redis lock failed: ERROR'
  * ```
  */
 export const ENGLISH_MESSAGES = {
@@ -137,8 +133,7 @@ export const ENGLISH_MESSAGES = {
 export type MessageId = keyof typeof ENGLISH_MESSAGES;
 
 /**
- * A catalog: a text for every message id. Locales other than English may leave ids out; the
- * English text is used for those.
+ * Texts by message id; ids left out fall back to English.
  *
  * @example
  * ```ts
@@ -147,22 +142,4 @@ export type MessageId = keyof typeof ENGLISH_MESSAGES;
  */
 export type MessageCatalog = Partial<Record<MessageId, string>>;
 
-/**
- * Values for the placeholders of a message, such as `{ ERROR: 'connection refused' }`.
- *
- * @example
- * ```ts
- * const params: MessageParams = { ERROR: 'ECONNREFUSED' };
- * ```
- */
-export type MessageParams = Readonly<Record<string, string | number>>;
-
-/**
- * Every message id, in catalog order.
- *
- * @example
- * ```ts
- * const missing = MESSAGE_IDS.filter((id) => !(id in myCatalog));
- * ```
- */
 export const MESSAGE_IDS: readonly MessageId[] = Object.keys(ENGLISH_MESSAGES) as MessageId[];
