@@ -14,6 +14,7 @@ import {
 } from './circuit-breaker.options.js';
 import { safeCatalog } from './redis-lock.options.js';
 import {
+  attempt,
   given,
   hasMethods,
   isCacheStore,
@@ -35,14 +36,9 @@ import {
 const isCatalog = (value: unknown): boolean =>
   value !== undefined && safeCatalog({ messages: value }) === value;
 
-const isCatalogs = (value: unknown): boolean => {
-  try {
-    return value === undefined || (isPlainObject(value) && Object.values(value).every(isCatalog));
-  } catch {
-    // A getter or Proxy trap that throws: no catalogs.
-    return false;
-  }
-};
+const isCatalogs = (value: unknown): boolean =>
+  value === undefined ||
+  (isPlainObject(value) && attempt(() => Object.values(value).every(isCatalog), false));
 
 /** The module's options: the lock's and a flight's (its base classes), then the module's own. */
 export class BufferLockOptionsDto extends SingleFlightOptionsDto {
@@ -84,18 +80,12 @@ export class BufferLockOptionsDto extends SingleFlightOptionsDto {
   @Rule('on_lock_lost_invalid', (v) => typeof v === 'function')
   onLockLost?: (event: FlightLockLostEvent) => void = undefined;
 
-  /**
-   * The circuit breaker in front of Redis: after `failureThreshold` (5) failures in a row, calls
-   * skip Redis for `openSeconds` (10), then `probes` (1) calls try it again. `false`: none.
-   */
+  /** After `failureThreshold` (5) Redis failures, skip Redis `openSeconds` (10). `false`: none. */
   @ValidateIf((_options, value) => value !== false)
   @Nested(CircuitBreakerOptionsDto, 'circuit_breaker_invalid')
   circuitBreaker: CircuitBreakerSettings = new CircuitBreakerOptionsDto();
 
-  /**
-   * Where the cache keeps entries: a cache-manager `Cache`, a Keyv instance, or any
-   * `BufferCacheStore`. Default: the lock's own Redis, under `cachePrefix`.
-   */
+  /** A cache-manager `Cache`, a Keyv or any `BufferCacheStore`. Default: the lock's Redis. */
   @ValidateIf(given)
   @Rule('cache_store_invalid', isCacheStore)
   cache?: object = undefined;
@@ -150,15 +140,16 @@ export type ResolvedBufferLockOptions = Readonly<
   }
 >;
 
+type ValidatedOptions = Omit<ResolvedBufferLockOptions, 'redis'> & {
+  readonly redis: RedisConnection;
+};
+
 /** Validates module options and fills in the defaults; `redis` stays as given. */
 export function resolveBufferLockOptions(
   input: BufferLockOptions,
   messages: BufferLockMessages,
-): Omit<ResolvedBufferLockOptions, 'redis'> & { readonly redis: RedisConnection } {
-  return validateOptions(BufferLockOptionsDto, input, messages) as Omit<
-    ResolvedBufferLockOptions,
-    'redis'
-  > & { readonly redis: RedisConnection };
+): ValidatedOptions {
+  return validateOptions(BufferLockOptionsDto, input, messages) as ValidatedOptions;
 }
 
 /** What the engine and the cache run with: the module's options less the lock's own. */

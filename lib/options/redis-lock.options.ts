@@ -7,24 +7,21 @@ import {
   type LockClient,
   type RedisClientFactory,
 } from '../redis/client.js';
+import { attempt } from './rules.js';
 import { Rule, Seconds, validateOptions } from './validate-options.js';
 
-const isMessageCatalog = (value: unknown): boolean => {
-  try {
-    return (
-      value === undefined ||
-      (typeof value === 'object' &&
-        value !== null &&
+const isMessageCatalog = (value: unknown): boolean =>
+  value === undefined ||
+  (typeof value === 'object' &&
+    value !== null &&
+    attempt(
+      () =>
         !Array.isArray(value) &&
         Object.entries(value).every(
           ([id, text]) => MESSAGE_IDS.includes(id as MessageId) && typeof text === 'string',
-        ))
-    );
-  } catch {
-    // A getter or Proxy trap that throws: no catalog.
-    return false;
-  }
-};
+        ),
+      false,
+    ));
 
 /** The lock's options: for each its type, default, rule and the message id it is refused with. */
 export class RedisLockOptionsDto {
@@ -50,10 +47,7 @@ export class RedisLockOptionsDto {
   @Rule('redis_fencing_invalid', (v) => typeof v === 'boolean')
   fencing: boolean = false;
 
-  /**
-   * Seconds a factory's promise may take to give the client; a call still waiting fails and the
-   * next one asks the factory again. Default `10`.
-   */
+  /** Seconds a factory may take to give the client; the next call asks again. Default `10`. */
   @Seconds('redis_connect_timeout_invalid')
   connectTimeout: number = 10;
 }

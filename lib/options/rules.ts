@@ -1,18 +1,19 @@
 // Shape tests shared by the options declarations.
 
-/** An object literal (or `Object.create(null)`), not an instance of a class. */
-export const isPlainObject = (value: unknown): value is Record<string, unknown> => {
+/** `read()`, or `fallback` when it throws: options may hold getters and Proxies that throw. */
+export const attempt = <T>(read: () => T, fallback: T): T => {
   try {
-    return (
-      typeof value === 'object' &&
-      value !== null &&
-      [Object.prototype, null].includes(Object.getPrototypeOf(value))
-    );
+    return read();
   } catch {
-    // A Proxy whose getPrototypeOf trap throws.
-    return false;
+    return fallback;
   }
 };
+
+/** An object literal (or `Object.create(null)`), not an instance of a class. */
+export const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' &&
+  value !== null &&
+  attempt(() => [Object.prototype, null].includes(Object.getPrototypeOf(value)), false);
 
 /** The URL forms ioredis reads: redis://, rediss://, or a Unix socket path. */
 export const isRedisUrl = (value: unknown): value is string =>

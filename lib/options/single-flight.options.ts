@@ -22,24 +22,15 @@ export class SingleFlightOptionsDto extends RedisLockOptionsDto {
   @Rule('lock_timeout_not_below_ttl', isShorterThanTtl)
   lockTimeout: number = 10;
 
-  /**
-   * When another worker holds the lock: `'wait'` for it (up to `lockTimeout`), `'skip'` the call
-   * (resolve `undefined`), or `'throw'` a `LockBusyError` (409). Default `'wait'`.
-   */
+  /** When another worker holds the lock: wait (up to `lockTimeout`), skip, or throw (409). */
   @IsIn(ON_BUSY_MODES, { message: 'on_busy_invalid' })
   onBusy: (typeof ON_BUSY_MODES)[number] = 'wait';
 
-  /**
-   * Share the leader's result with the waiters of other processes, through the serializer;
-   * `@Res()` handlers are refused. Default `false`.
-   */
+  /** Share the leader's result with other processes' waiters (not for `@Res()`). Default `false`. */
   @Rule('share_invalid', (v) => typeof v === 'boolean')
   share: boolean = false;
 
-  /**
-   * When Redis cannot be asked (error, timeout, open breaker): `'proceed'` without the lock
-   * (logged), or `'throw'` a `RedisUnavailableError` (503). Default `'proceed'`.
-   */
+  /** When Redis cannot be asked: proceed without the lock (logged), or throw (503). */
   @IsIn(ON_REDIS_ERROR_MODES, { message: 'on_redis_error_invalid' })
   onRedisError: (typeof ON_REDIS_ERROR_MODES)[number] = 'proceed';
 

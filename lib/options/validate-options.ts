@@ -2,32 +2,30 @@ import { ValidateBy, ValidateNested, validateSync, type ValidationError } from '
 import { BufferLockConfigError, type ConfigViolation } from '../errors/lock.error.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
-import { isPlainObject } from './rules.js';
+import { attempt, isPlainObject } from './rules.js';
 import { parseSeconds } from './seconds.js';
 
 // Per options class: the properties read as seconds, and those holding nested options.
-const secondsFields = new WeakMap<object, Map<string, (value: unknown) => number | undefined>>();
-const nestedFields = new WeakMap<object, Map<string, new () => object>>();
+interface Field {
+  readonly seconds?: (value: unknown) => number | undefined;
+  readonly nested?: new () => object;
+}
+const fields = new WeakMap<object, Map<string, Field>>();
 // What a resolver returned: whoever is handed one does not validate it again.
 const resolvedObjects = new WeakSet<object>();
 
-const fieldsOf = <V>(table: WeakMap<object, Map<string, V>>, object: object): [string, V][] => {
-  const found: [string, V][] = [];
-  for (let proto = Object.getPrototypeOf(object); proto; proto = Object.getPrototypeOf(proto)) {
-    found.push(...(table.get(proto) ?? []));
-  }
-  return found;
+const declare = (target: object, property: string | symbol, field: Field): void => {
+  if (!fields.has(target)) fields.set(target, new Map());
+  fields.get(target)!.set(String(property), field);
 };
 
-const register = <V>(
-  table: WeakMap<object, Map<string, V>>,
-  target: object,
-  key: string,
-  value: V,
-) => {
-  if (!table.has(target)) table.set(target, new Map());
-  table.get(target)!.set(key, value);
-};
+function fieldsOf(object: object): [string, Field][] {
+  const found: [string, Field][] = [];
+  for (let proto = Object.getPrototypeOf(object); proto; proto = Object.getPrototypeOf(proto)) {
+    found.push(...(fields.get(proto) ?? []));
+  }
+  return found;
+}
 
 /** A rule refused with `messageId` (the constraint's message): one rule, one catalog text. */
 export function Rule(
@@ -39,13 +37,8 @@ export function Rule(
       name: messageId,
       validator: {
         // A value whose getter or Proxy trap throws while the rule reads it is refused, not thrown.
-        validate: (value, args) => {
-          try {
-            return test(value, (args?.object ?? {}) as Record<string, unknown>);
-          } catch {
-            return false;
-          }
-        },
+        validate: (value, args) =>
+          attempt(() => test(value, (args?.object ?? {}) as Record<string, unknown>), false),
       },
     },
     { message: messageId },
@@ -58,7 +51,7 @@ export function Seconds(messageId: MessageId, { orZero = false } = {}): Property
     orZero && (value === 0 || value === '0') ? 0 : parseSeconds(value);
   const rule = Rule(messageId, (value) => read(value) !== undefined);
   return (target, property) => {
-    register(secondsFields, target, String(property), read);
+    declare(target, property, { seconds: read });
     rule(target, property);
   };
 }
@@ -68,43 +61,28 @@ export function Nested(Dto: new () => object, messageId: MessageId): PropertyDec
   const shape = Rule(messageId, (value) => value instanceof Dto);
   const nested = ValidateNested({ message: messageId });
   return (target, property) => {
-    register(nestedFields, target, String(property), Dto);
+    declare(target, property, { nested: Dto });
     shape(target, property);
     nested(target, property);
   };
 }
-
-// class-validator asks `instanceof`, which a hostile Proxy throws on.
-const inspectable = (value: unknown): boolean => {
-  try {
-    void (value instanceof Object);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 // Stands for an option that could not be read: no rule takes a symbol, so it is reported.
 const UNREADABLE: unique symbol = Symbol('unreadable option');
 
 /** The own enumerable options of `input`, each read once; a throwing one is `UNREADABLE`. */
 export function readableCopy(input: unknown): Record<string, unknown> {
+  if (typeof input !== 'object' || input === null) return {};
+  const read = (key: string): unknown => {
+    const value = (input as Record<string, unknown>)[key];
+    // class-validator asks `instanceof`, which a hostile Proxy throws on.
+    void (value instanceof Object);
+    return value;
+  };
   const copy: Record<string, unknown> = {};
-  if (typeof input !== 'object' || input === null) return copy;
-  let keys: string[];
-  try {
-    keys = Object.keys(input);
-  } catch {
-    return copy;
-  }
-  for (const key of keys) {
-    try {
-      const value = (input as Record<string, unknown>)[key];
-      copy[key] = inspectable(value) ? value : UNREADABLE;
-    } catch {
-      copy[key] = UNREADABLE;
-    }
-  }
+  // Assigned, not defined: a `__proto__` key must not reach the options object as its own.
+  for (const key of attempt(() => Object.keys(input), []))
+    copy[key] = attempt(() => read(key), UNREADABLE);
   return copy;
 }
 
@@ -127,12 +105,10 @@ function violationsOf(
 
 function readSeconds(dto: object): void {
   const record = dto as Record<string, unknown>;
-  for (const [property, read] of fieldsOf(secondsFields, dto)) {
-    if (record[property] !== undefined) record[property] = read(record[property]);
-  }
-  for (const [property] of fieldsOf(nestedFields, dto)) {
+  for (const [property, { seconds, nested }] of fieldsOf(dto)) {
     const value = record[property];
-    if (typeof value === 'object' && value !== null) readSeconds(value);
+    if (seconds && value !== undefined) record[property] = seconds(value);
+    if (nested && typeof value === 'object' && value !== null) readSeconds(value);
   }
 }
 
@@ -154,10 +130,10 @@ export function validateOptions<T extends object>(
     readableCopy(input),
   );
   const record = dto as Record<string, unknown>;
-  for (const [property, NestedDto] of fieldsOf(nestedFields, dto)) {
+  for (const [property, { nested }] of fieldsOf(dto)) {
     const value = record[property];
-    if (isPlainObject(value))
-      record[property] = Object.assign(new NestedDto(), readableCopy(value));
+    if (nested && isPlainObject(value))
+      record[property] = Object.assign(new nested(), readableCopy(value));
   }
   const errors = validateSync(dto, {
     forbidUnknownValues: false,

@@ -21,24 +21,12 @@ export const CHANNEL_NAMES = {
   breaker: 'nestjs-buffer-lock:breaker',
 } as const;
 
-/**
- * How an operation ended; `'skipped'`: nothing was run.
- *
- * @example
- * ```ts
- * const outcome: TraceOutcome = 'skipped'; // a busy key with onBusy: 'skip'
- * ```
- */
+/** How an operation ended; `'skipped'`: nothing was run. */
 export type TraceOutcome = 'ok' | 'error' | 'skipped';
 
 /**
- * One `@SingleFlight` call, `SingleFlightEngine.run`, or `runObservable` subscription.
- * `keyHash` is the hex MD5 of the cache key; `key` is set only with `traceKeys: true`.
- *
- * @example
- * ```ts
- * const line = (t: FlightTrace): string => `${t.keyHash} ${t.role} ${t.waitMs} ms ${t.outcome}`;
- * ```
+ * One `@SingleFlight` call, `SingleFlightEngine.run`, or `runObservable` subscription. `keyHash`
+ * (in every trace) is the hex MD5 of the cache key; `key` is set only with `traceKeys: true`.
  */
 export interface FlightTrace {
   readonly keyHash: string;
@@ -57,14 +45,7 @@ export interface FlightTrace {
   error?: unknown;
 }
 
-/**
- * One `RedisLockService` acquire, release or extend. `result` is the operation's tuple.
- *
- * @example
- * ```ts
- * const busy = (t: LockTrace): boolean => t.operation === 'acquire' && t.outcome === 'busy';
- * ```
- */
+/** One `RedisLockService` acquire, release or extend; `result` is the operation's tuple. */
 export interface LockTrace {
   readonly operation: 'acquire' | 'release' | 'extend';
   readonly keyHash: string;
@@ -77,14 +58,7 @@ export interface LockTrace {
   error?: unknown;
 }
 
-/**
- * One `BufferCache` lookup (`getOrSet`, `@Cached`, the interceptor) or background refresh.
- *
- * @example
- * ```ts
- * const missed = (t: CacheTrace): boolean => t.role === 'miss';
- * ```
- */
+/** One `BufferCache` lookup (`getOrSet`, `@Cached`, the interceptor) or background refresh. */
 export interface CacheTrace {
   readonly keyHash: string;
   readonly key?: string;
@@ -100,42 +74,24 @@ export interface CacheTrace {
   error?: unknown;
 }
 
-/**
- * What `lockLost` carries: the engine's `'lockLost'` event, the key hashed unless `traceKeys`.
- *
- * @example
- * ```ts
- * diagnostics.subscribe(CHANNEL_NAMES.lockLost, (m) => console.warn((m as LockLostMessage).reason));
- * ```
- */
+/** What `lockLost` carries: the engine's `'lockLost'` event, the key hashed unless `traceKeys`. */
 export interface LockLostMessage {
   readonly keyHash: string;
   readonly key?: string;
   readonly reason: 'lost' | 'unreachable' | 'maxHold';
 }
 
-/**
- * What `breaker` carries: a circuit breaker's move.
- *
- * @example
- * ```ts
- * diagnostics.subscribe(CHANNEL_NAMES.breaker, (m) => console.log((m as BreakerMessage).state));
- * ```
- */
+/** What `breaker` carries: a circuit breaker's move. */
 export interface BreakerMessage {
   readonly state: 'closed' | 'open' | 'half-open';
   readonly previous: 'closed' | 'open' | 'half-open';
 }
 
-export const flightChannel: TracingChannel<unknown, FlightTrace> = diagnostics.tracingChannel(
-  CHANNEL_NAMES.flight,
-);
-export const lockChannel: TracingChannel<unknown, LockTrace> = diagnostics.tracingChannel(
-  CHANNEL_NAMES.lock,
-);
-export const cacheChannel: TracingChannel<unknown, CacheTrace> = diagnostics.tracingChannel(
-  CHANNEL_NAMES.cache,
-);
+const tracing = <C extends object>(name: string): TracingChannel<unknown, C> =>
+  diagnostics.tracingChannel(name);
+export const flightChannel = tracing<FlightTrace>(CHANNEL_NAMES.flight);
+export const lockChannel = tracing<LockTrace>(CHANNEL_NAMES.lock);
+export const cacheChannel = tracing<CacheTrace>(CHANNEL_NAMES.cache);
 export const lockLostChannel: Channel = diagnostics.channel(CHANNEL_NAMES.lockLost);
 export const breakerChannel: Channel = diagnostics.channel(CHANNEL_NAMES.breaker);
 

@@ -32,10 +32,7 @@ export interface Listening {
 export interface ReleaseSubscriberOptions {
   /** Ms the connection stays open after the last listener left. Default `1000`. */
   idleMs?: number;
-  /**
-   * Ms after a failure during which no SSUBSCRIBE is sent (listeners poll); a connection that
-   * is ready again ends it early. Default `1000`.
-   */
+  /** Ms after a failure with no SSUBSCRIBE (listeners poll), unless ready again. Default `1000`. */
   retryMs?: number;
   /** Told once about each failure, whoever listens. */
   onError?: (error: Error) => void;

@@ -1,5 +1,4 @@
-// The event shapes every layer shares. The public ones spell their unions inline, so users need
-// no extra names; the internal aliases are derived from them.
+// The public event shapes spell their unions inline; the internal aliases are derived from them.
 
 /**
  * The events of a `SingleFlightEngine`.
@@ -43,15 +42,12 @@ export interface FlightLockLostEvent {
 export interface BufferCacheEvents {
   hit: [key: string];
   miss: [key: string];
-  /** A stale entry (past `ttl`, within `grace`) was served. */
   stale: [key: string];
-  /** This process refreshes a stale entry. */
+  /** This process refreshes a stale entry; on failure it serves it stale until the next try. */
   refresh: [key: string];
-  /** A refresh failed; the stale entry is served until the next try. */
   'refresh-failed': [key: string, error: unknown];
-  /** This process built an entry and stored it. */
+  /** This process built an entry and stored it; `shared`: a waiter took another's. */
   built: [key: string];
-  /** A waiter took the entry another worker built. */
   shared: [key: string];
 }
 
