@@ -29,11 +29,7 @@ export class LockError extends Error {
  *
  * @example
  * ```ts
- * try {
- *   new RedisLockService({ redis: client, ttl: 0 });
- * } catch (e) {
- *   if (e instanceof BufferLockConfigError) console.error(e.code, e.violations);
- * }
+ * if (e instanceof BufferLockConfigError) console.error(e.code, e.violations);
  * ```
  */
 export class BufferLockConfigError extends Error {

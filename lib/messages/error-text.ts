@@ -1,34 +1,26 @@
-// Texts for messages from whatever was thrown. None of these throws, not even for a value whose
-// getters, toString or Proxy traps throw.
+// Texts from whatever was thrown. None of these throws, not even for a value whose getters,
+// toString or Proxy traps throw.
+
+/** `read()`, or `fallback` when it throws. */
+export const attempt = <T>(read: () => T, fallback: T): T => {
+  try {
+    return read();
+  } catch {
+    return fallback;
+  }
+};
 
 export function textOf(value: unknown): string {
   try {
     return String(value);
   } catch {
-    // below
-  }
-  try {
-    return Object.prototype.toString.call(value);
-  } catch {
-    return `[${typeof value}]`;
+    return attempt(() => Object.prototype.toString.call(value), `[${typeof value}]`);
   }
 }
 
 /** An Error's message, anything else as text. */
-export function errorText(error: unknown): string {
-  try {
-    if (error instanceof Error) return textOf(error.message);
-  } catch {
-    // a Proxy whose traps throw: named below
-  }
-  return textOf(error);
-}
+export const errorText = (error: unknown): string =>
+  textOf(attempt(() => (error instanceof Error ? error.message : error), error));
 
-export function asError(error: unknown): Error {
-  try {
-    if (error instanceof Error) return error;
-  } catch {
-    // a Proxy whose traps throw: wrapped below
-  }
-  return new Error(errorText(error));
-}
+export const asError = (error: unknown): Error =>
+  attempt(() => error instanceof Error, false) ? (error as Error) : new Error(errorText(error));

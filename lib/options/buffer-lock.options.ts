@@ -13,8 +13,8 @@ import {
   type CircuitBreakerSettings,
 } from './circuit-breaker.options.js';
 import { safeCatalog } from './redis-lock.options.js';
+import { attempt } from '../messages/error-text.js';
 import {
-  attempt,
   given,
   hasMethods,
   isCacheStore,

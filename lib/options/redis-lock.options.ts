@@ -7,7 +7,7 @@ import {
   type LockClient,
   type RedisClientFactory,
 } from '../redis/client.js';
-import { attempt } from './rules.js';
+import { attempt } from '../messages/error-text.js';
 import { Rule, Seconds, validateOptions } from './validate-options.js';
 
 const isMessageCatalog = (value: unknown): boolean =>

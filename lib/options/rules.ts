@@ -1,13 +1,5 @@
 // Shape tests shared by the options declarations.
-
-/** `read()`, or `fallback` when it throws: options may hold getters and Proxies that throw. */
-export const attempt = <T>(read: () => T, fallback: T): T => {
-  try {
-    return read();
-  } catch {
-    return fallback;
-  }
-};
+import { attempt } from '../messages/error-text.js';
 
 /** An object literal (or `Object.create(null)`), not an instance of a class. */
 export const isPlainObject = (value: unknown): value is Record<string, unknown> =>

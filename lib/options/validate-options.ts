@@ -2,7 +2,8 @@ import { ValidateBy, ValidateNested, validateSync, type ValidationError } from '
 import { BufferLockConfigError, type ConfigViolation } from '../errors/lock.error.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
-import { attempt, isPlainObject } from './rules.js';
+import { attempt } from '../messages/error-text.js';
+import { isPlainObject } from './rules.js';
 import { parseSeconds } from './seconds.js';
 
 // Per options class: the properties read as seconds, and those holding nested options.

@@ -7,10 +7,7 @@ import { Stream } from 'node:stream';
  *
  * @example
  * ```ts
- * const serializer: ResultSerializer = {
- *   serialize: (value) => superjson.stringify(value),
- *   deserialize: (text) => superjson.parse(text),
- * };
+ * const serializer: ResultSerializer = { serialize: superjson.stringify, deserialize: superjson.parse };
  * ```
  */
 export interface ResultSerializer {
