@@ -29,13 +29,6 @@ export class UnserializableValueError extends Error {
   }
 }
 
-const COLLECTIONS: readonly [new (...args: never[]) => unknown, string][] = [
-  [Map, 'a Map'],
-  [Set, 'a Set'],
-  [WeakMap, 'a WeakMap'],
-  [WeakSet, 'a WeakSet'],
-];
-
 function objectProblem(value: object): string | undefined {
   if (value instanceof StreamableFile) return 'a StreamableFile';
   if (value instanceof Stream) return 'a stream';
@@ -44,7 +37,8 @@ function objectProblem(value: object): string | undefined {
   if (typeof (value as { pipe?: unknown }).pipe === 'function') return 'a stream';
   if (typeof (value as { then?: unknown }).then === 'function') return 'a promise';
   if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return 'a Buffer or typed array';
-  return COLLECTIONS.find(([type]) => value instanceof type)?.[1];
+  const collection = [Map, Set, WeakMap, WeakSet].find((type) => value instanceof type);
+  return collection && `a ${collection.name}`;
 }
 
 /**
