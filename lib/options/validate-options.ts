@@ -114,10 +114,9 @@ function readSeconds(dto: object): void {
 }
 
 /**
- * Validates `input` against an options class and resolves it (seconds as numbers), or throws one
- * `BufferLockConfigError` listing every violation. `'complete'`: options left out take the class's
- * defaults (one given as `undefined` or `null` is validated, and defaulted only where its rule
- * accepts it); `'partial'`: only the options given, nothing filled in.
+ * Resolves `input` (seconds as numbers) or throws one error listing every violation. `'complete'`:
+ * options left out take their defaults (one given as `undefined` is validated, and defaulted where
+ * its rule accepts it); `'partial'`: only the options given.
  */
 export function validateOptions<T extends object>(
   Dto: new () => T,

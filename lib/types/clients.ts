@@ -11,19 +11,13 @@ export interface SubscriberConnection {
   disconnect(): void;
 }
 
-/**
- * ioredis `Redis.duplicate(overrides)` or `Cluster.duplicate(startupNodes, overrides)`, told
- * apart by `isCluster`; a node-redis adapter's `duplicate()` ignores them.
- */
+/** ioredis `Redis.duplicate(overrides)` or `Cluster.duplicate(nodes, overrides)`, or node-redis. */
 export interface DuplicableClient {
   readonly isCluster?: boolean;
   duplicate(...args: unknown[]): unknown;
 }
 
-/**
- * `ready` resolves `true` once Redis confirmed the subscription, `false` when it could not
- * subscribe or the subscriber waits out its retry cool-down; it never rejects.
- */
+/** `ready`: `true` once subscribed, `false` when not (then callers poll); it never rejects. */
 export interface Listening {
   readonly ready: Promise<boolean>;
   close(): void;
