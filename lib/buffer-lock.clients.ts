@@ -19,32 +19,18 @@ interface Closable {
   disconnect?: () => void;
 }
 
-/** How long a polite QUIT may take at shutdown before the connection is simply dropped. */
+/** How long QUIT may take at shutdown before the connection is dropped. */
 const QUIT_TIMEOUT_MS = 1000;
 
 /**
- * The Redis clients one `BufferLockModule` made itself: from a factory, or from a URL or ioredis
- * options (then with `FAIL_FAST_CLIENT_DEFAULTS`), or the in-memory client of a `memory://` URL.
- * They are quit at application shutdown. A client object the user passed in is never tracked, so
- * it is left alone.
- *
- * @example
- * ```ts
- * const clients = new BufferLockClients();
- * new RedisLockService({ redis: clients.factoryFor('redis://127.0.0.1:6379') });
- * await clients.closeAll(); // at shutdown
- * ```
+ * The clients one `BufferLockModule` made (from a factory, a URL, ioredis options or `memory://`)
+ * and the subscriber connections it duplicated: closed at shutdown. A client passed in is not.
  */
 @Injectable()
 export class BufferLockClients {
   private readonly made = new Set<LockClient>();
   private readonly subscribed = new Set<RedisScriptClient>();
 
-  /**
-   * `getClient` as the wake-on-release wait strategy takes it, noting the client so that its
-   * subscriber connection (a duplicate the library made, also of a client you passed in) is closed
-   * at shutdown.
-   */
   subscribingThrough(
     getClient: () => Promise<RedisScriptClient>,
   ): () => Promise<RedisScriptClient> {
@@ -55,18 +41,16 @@ export class BufferLockClients {
     };
   }
 
-  /** `connection` as the lock service takes it: a client as is, anything else a tracked factory. */
   factoryFor(connection: RedisConnection): LockClient | RedisClientFactory {
     if (typeof connection === 'function') return this.tracked(connection);
     if (isMemoryUrl(connection)) return this.tracked(() => memoryClient(connection));
     if (typeof connection === 'string' || !isScriptClient(connection)) {
-      // Built here, so with the fail-fast settings; a failed connect is retried on the next call.
+      // A failed connect is retried on the next call.
       return this.tracked(() => connectFailFast(connection as string | RedisOptions));
     }
     return connection;
   }
 
-  /** Closes the subscriber connections, then quits every client made so far; one that does not answer in time is disconnected. */
   async closeAll(): Promise<void> {
     for (const client of this.subscribed) {
       releaseSubscriberFor(client as unknown as DuplicableClient).close();

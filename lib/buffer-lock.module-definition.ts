@@ -1,14 +1,7 @@
 import { ConfigurableModuleBuilder, type Provider } from '@nestjs/common';
 import type { BufferLockOptions } from './options/buffer-lock.options.js';
 
-/**
- * Settings of the module itself, given next to the options but never part of them.
- *
- * @example
- * ```ts
- * BufferLockModule.forRoot({ redis: () => new Redis(), isGlobal: true });
- * ```
- */
+/** Settings of the module itself, given next to the options. */
 export interface BufferLockModuleExtras {
   /** Register the module globally, so every module can use `@SingleFlight`. Default false. */
   isGlobal?: boolean;
@@ -19,20 +12,10 @@ export interface BufferLockModuleExtras {
   overrides?: Provider[];
 }
 
-/**
- * The generated base of `BufferLockModule` (`forRoot`, `forRootAsync`), its raw options token,
- * and the types of its two option objects.
- *
- * @example
- * ```ts
- * const options: typeof BUFFER_LOCK_OPTIONS_TYPE = { redis: () => new Redis(), isGlobal: true };
- * ```
- */
 export const {
   ConfigurableModuleClass: BufferLockConfigurableModule,
   MODULE_OPTIONS_TOKEN: BUFFER_LOCK_MODULE_OPTIONS,
   OPTIONS_TYPE: BUFFER_LOCK_OPTIONS_TYPE,
-  ASYNC_OPTIONS_TYPE: BUFFER_LOCK_ASYNC_OPTIONS_TYPE,
 } = new ConfigurableModuleBuilder<BufferLockOptions>({ moduleName: 'BufferLock' })
   .setClassMethodName('forRoot')
   .setExtras<BufferLockModuleExtras>({ isGlobal: false, overrides: [] }, (definition, extras) => ({

@@ -11,7 +11,6 @@ const VALUES = [
   'BufferLockModule',
   'BufferLockNotImportedError',
   'ENGLISH_MESSAGES',
-  'FAIL_FAST_CLIENT_DEFAULTS',
   'InjectBufferLockOptions',
   'LockBusyError',
   'LockError',
@@ -24,10 +23,10 @@ const VALUES = [
 
 const TYPES = [
   'AcquireResult',
+  'BufferCacheEvents',
   'BufferCacheOptions',
   'BufferCacheStore',
   'BufferLockOptions',
-  'ConfigViolation',
   'ExtendResult',
   'FlightLockLostEvent',
   'LockGuard',
@@ -40,6 +39,7 @@ const TYPES = [
   'ResolvedBufferLockOptions',
   'ResultSerializer',
   'SingleFlightKey',
+  'SingleFlightEvents',
   'SingleFlightOptions',
 ];
 

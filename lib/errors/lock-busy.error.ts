@@ -1,17 +1,12 @@
 import { ConflictException } from '@nestjs/common';
 
 /**
- * Thrown by a `@SingleFlight` method with `onBusy: 'throw'` when another worker holds the lock.
- * It is a Nest `ConflictException`, so an HTTP handler answers 409 with the catalog's `lock_busy`
- * text as the body's `message`. The cache key is kept on the error, not in the body.
+ * Thrown by a `@SingleFlight` method with `onBusy: 'throw'` when another worker holds the lock:
+ * HTTP 409 with the `lock_busy` text. The cache key stays on the error, out of the body.
  *
  * @example
  * ```ts
- * try {
- *   await reports.rebuild('daily');
- * } catch (e) {
- *   if (e instanceof LockBusyError) console.log('busy:', e.cacheKey);
- * }
+ * if (e instanceof LockBusyError) console.log('busy:', e.cacheKey);
  * ```
  */
 export class LockBusyError extends ConflictException {

@@ -2,18 +2,13 @@ import { ServiceUnavailableException } from '@nestjs/common';
 import type { LockError } from './lock.error.js';
 
 /**
- * Thrown by a `@SingleFlight` call with `onRedisError: 'throw'` when Redis could not be asked (an
- * error, a timeout, or the circuit breaker is open). It is a Nest `ServiceUnavailableException`, so
- * an HTTP handler answers 503 with the catalog's `redis_unavailable` text; the Redis error itself
- * (never sent to the client) is `cause`, a `LockError` whose `code` says what failed.
+ * Thrown by a `@SingleFlight` call with `onRedisError: 'throw'` when Redis could not be asked
+ * (an error, a timeout, an open breaker): HTTP 503 with the `redis_unavailable` text. The Redis
+ * error, never sent to the client, is `cause`.
  *
  * @example
  * ```ts
- * try {
- *   await reports.build('daily');
- * } catch (e) {
- *   if (e instanceof RedisUnavailableError) logger.warn(e.cause.message);
- * }
+ * if (e instanceof RedisUnavailableError) logger.warn(e.cause.message);
  * ```
  */
 export class RedisUnavailableError extends ServiceUnavailableException {

@@ -1,18 +1,13 @@
 /**
- * Every text the library emits, keyed by message id and grouped by where it comes from: the lock
- * service's methods, shared results, the watchdog, the module's options, `@SingleFlight`, the
- * cache and the health check.
- * `ERROR` (and the other UPPERCASE words in a text) are placeholders filled in when the message is
- * rendered.
+ * Every text the library emits, by message id. UPPERCASE words (`ERROR`, `KEY`) are placeholders
+ * filled in when the message is rendered.
  *
  * @example
  * ```ts
- * import { ENGLISH_MESSAGES } from 'nestjs-buffer-lock';
- * console.log(ENGLISH_MESSAGES.redis_lock_failed); // 'Redis lock failed: ERROR'
+ * ENGLISH_MESSAGES.redis_lock_failed; // 'Redis lock failed: ERROR'
  * ```
  */
 export const ENGLISH_MESSAGES = {
-  // new() — thrown as BufferLockConfigError
   redis_client_invalid:
     'cache_lock redis must be an object with an eval() method or a code reference returning one',
   redis_namespace_invalid: 'cache_lock namespace must be a non-empty string',
@@ -20,7 +15,6 @@ export const ENGLISH_MESSAGES = {
   redis_messages_invalid: 'cache_lock messages must be an object of texts keyed by message id',
   redis_fencing_invalid: 'cache_lock fencing must be true or false',
   redis_connect_timeout_invalid: 'cache_lock connectTimeout must be a positive number of seconds',
-  // acquire() — returned as LockError
   lock_key_undefined: 'cache key is not defined',
   lock_key_invalid: 'cache key must be a string',
   redis_lock_failed: 'Redis lock failed: ERROR',
@@ -30,19 +24,14 @@ export const ENGLISH_MESSAGES = {
   redis_connect_timeout: 'Redis client factory gave no client within SECONDS s',
   redis_client_missing:
     'ioredis is not installed: install ioredis to connect by a redis:// URL or ioredis options, or pass a client (ioredis, iovalkey, node-redis) or a factory returning one',
-  // release() — returned as LockError
   redis_invalid_guard: 'invalid lock guard',
   redis_unlock_failed: 'Redis unlock failed: ERROR',
-  // extend() — returned as LockError
   redis_extend_failed: 'Redis lock extend failed: ERROR',
-  // share: true — the leader's result shared through Redis
   shared_result_unserializable:
     'The result for KEY cannot be shared between workers: WHAT at PATH cannot be serialized. Return plain data, pass a serializer, or set share: false',
   shared_result_unreadable: 'The shared result for KEY could not be read: ERROR',
   shared_result_failed: 'Redis shared result failed: ERROR',
-  // watchdog — log line when a held lock was found gone
   lock_lost: 'The lock on KEY was lost (REASON); the work is no longer exclusive',
-  // BufferLockModule options — thrown together as one BufferLockConfigError at bootstrap
   module_redis_invalid:
     'cache_lock redis must be a client with an eval() method, a function returning one, a redis:// URL or an ioredis options object',
   lock_timeout_invalid: 'cache_lock lockTimeout must be a positive number of seconds',
@@ -65,7 +54,6 @@ export const ENGLISH_MESSAGES = {
     'cache_lock circuitBreaker.openSeconds must be a positive number of seconds',
   breaker_probes_invalid: 'cache_lock circuitBreaker.probes must be a positive integer',
   trace_keys_invalid: 'cache_lock traceKeys must be true or false',
-  // @SingleFlight — thrown when the class is defined or when the method is called
   single_flight_key_invalid:
     '@SingleFlight key must be a non-empty string or a function that returns the cache key',
   single_flight_not_method: '@SingleFlight can only decorate a method',
@@ -77,7 +65,6 @@ export const ENGLISH_MESSAGES = {
   single_flight_share_response:
     '@SingleFlight on CLASS.METHOD has share: true, but WHAT: its result cannot be shared between workers. Return plain data, or set share: false',
   redis_unavailable: 'The lock service is unavailable; try again shortly',
-  // @SingleFlight — log lines
   lock_fail_open: 'ERROR; running KEY without a cross-worker lock',
   lock_wait_timeout: 'Waited SECONDS s for the lock on KEY; running without it',
   lock_breaker_open:
@@ -87,7 +74,6 @@ export const ENGLISH_MESSAGES = {
   subscriber_failed:
     'Redis wake-up subscription failed: ERROR; waiting callers poll until it works again',
   log_suppressed: 'LINE (COUNT more like this in the last SECONDS s)',
-  // the cache (BufferCache, @Cached, BufferCacheInterceptor) — options, thrown as BufferLockConfigError
   cache_store_invalid:
     'cache_lock cache must be a cache-manager Cache, a Keyv instance or an object with get(), set() and delete()',
   cache_prefix_invalid: 'cache_lock cachePrefix must be a non-empty string without { or }',
@@ -107,21 +93,18 @@ export const ENGLISH_MESSAGES = {
     '@Cached on CLASS.METHOD cannot cache its result as one entry: WHAT. Return plain data',
   cached_no_module:
     'CLASS.METHOD uses @Cached, but BufferLockModule is not visible to its module: import BufferLockModule.forRoot() there, or register it with isGlobal: true',
-  // the cache — errors and log lines
   cache_value_unserializable:
     'The value for KEY cannot be cached: WHAT at PATH cannot be serialized. Return plain data, or pass a serializer',
   cache_store_failed: 'The cache store failed: ERROR; serving without it',
   cache_entry_unreadable: 'A cache entry could not be read: ERROR; building it anew',
   cache_refresh_failed:
     'Refreshing a stale cache entry failed: ERROR; serving it stale, next try in SECONDS s',
-  // BufferLockHealthIndicator (nestjs-buffer-lock/terminus) — why a check is down, and its options
   health_timeout_invalid:
     'BufferLockHealthIndicator timeout must be a positive number of milliseconds',
   health_ping_timeout: 'Redis did not answer PING within MS ms',
   health_ping_failed: 'Redis PING failed: ERROR',
   health_ping_bad_reply: 'Redis answered PING with an unexpected reply',
   health_breaker_open: 'Redis circuit breaker is open',
-  // memory:// — log line when a module or a lock service starts on the in-memory backend
   memory_backend:
     'In-memory backend (memory://): locks, waits, shared results and cached entries coordinate this process only, not other processes or hosts; give a redis:// URL to coordinate several',
 } as const;
@@ -137,8 +120,7 @@ export const ENGLISH_MESSAGES = {
 export type MessageId = keyof typeof ENGLISH_MESSAGES;
 
 /**
- * A catalog: a text for every message id. Locales other than English may leave ids out; the
- * English text is used for those.
+ * Texts by message id; ids left out fall back to English.
  *
  * @example
  * ```ts
@@ -147,22 +129,4 @@ export type MessageId = keyof typeof ENGLISH_MESSAGES;
  */
 export type MessageCatalog = Partial<Record<MessageId, string>>;
 
-/**
- * Values for the placeholders of a message, such as `{ ERROR: 'connection refused' }`.
- *
- * @example
- * ```ts
- * const params: MessageParams = { ERROR: 'ECONNREFUSED' };
- * ```
- */
-export type MessageParams = Readonly<Record<string, string | number>>;
-
-/**
- * Every message id, in catalog order.
- *
- * @example
- * ```ts
- * const missing = MESSAGE_IDS.filter((id) => !(id in myCatalog));
- * ```
- */
 export const MESSAGE_IDS: readonly MessageId[] = Object.keys(ENGLISH_MESSAGES) as MessageId[];

@@ -1,35 +1,22 @@
 import { ValidateIf } from 'class-validator';
+import { given } from './rules.js';
 import { Seconds } from './validate-options.js';
 
-const given = (_options: object, value: unknown): boolean => value !== undefined;
-
-/**
- * The declaration of the cache's per-call options (module option `cacheDefaults`, and the options
- * of `getOrSet`, `@Cached` and `@CacheTTL`-less interceptor routes): for each one its type, its
- * default and its rule.
- *
- * @example
- * ```ts
- * const own = validateOptions(CacheOptionsDto, { ttl: '30', grace: 300 }, messages, 'partial');
- * ```
- */
+/** The cache's per-call options: module option `cacheDefaults`, and each cached call's own. */
 export class CacheOptionsDto {
-  /** Seconds an entry is fresh: served from the store with no lock at all. Default `60`. */
+  /** Seconds an entry is fresh: served from the store with no lock. Default `60`. */
   @Seconds('cache_ttl_invalid')
   ttl: number = 60;
 
-  /**
-   * Seconds after `ttl` during which a stale entry is still served while one worker in the whole
-   * fleet refreshes it in the background. Default `0`: nothing stale is served.
-   */
+  /** Seconds past `ttl` a stale entry is served while one worker refreshes it. Default `0`. */
   @Seconds('cache_grace_invalid', { orZero: true })
   grace: number = 0;
 
-  /** Seconds a caller holding a stale entry waits for its refresh before taking it. Default `0`. */
+  /** Seconds a caller holding a stale entry waits for its refresh. Default `0`. */
   @Seconds('cache_timeout_invalid', { orZero: true })
   timeout: number = 0;
 
-  /** Seconds the build's lock lives in Redis (extended while the build runs). Default: the module's `ttl`. */
+  /** Seconds the build's lock lives (extended while it runs). Default: the module's `ttl`. */
   @ValidateIf(given)
   @Seconds('cache_lock_ttl_invalid')
   lockTtl?: number = undefined;
@@ -41,7 +28,7 @@ export class CacheOptionsDto {
 }
 
 /**
- * The options of one cached call (`getOrSet`, `set`, `@Cached`). Each one left out takes the
+ * The options of one cached call (`getOrSet`, `set`, `@Cached`); each one left out takes the
  * module's `cacheDefaults`. Seconds may be decimal strings (`'30'`).
  *
  * @example
@@ -51,14 +38,6 @@ export class CacheOptionsDto {
  */
 export type BufferCacheOptions = Partial<CacheOptionsDto>;
 
-/**
- * A cached call's options, complete.
- *
- * @example
- * ```ts
- * const settings: CacheSettings = callSettings.of({ ttl: 60, grace: 600 }); // the rest: defaults
- * ```
- */
 export type CacheSettings = Readonly<Required<Omit<CacheOptionsDto, 'lockTtl' | 'lockTimeout'>>> & {
   readonly lockTtl: number;
   readonly lockTimeout: number;

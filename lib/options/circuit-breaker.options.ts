@@ -3,16 +3,7 @@ import { Rule, Seconds } from './validate-options.js';
 const isPositiveInteger = (value: unknown): boolean =>
   typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
 
-/**
- * The declaration of the circuit breaker's options (module option `circuitBreaker`): for each one
- * its type, its default and its rule. Fields left out take these defaults.
- *
- * @example
- * ```ts
- * new CircuitBreakerOptionsDto(); // { failureThreshold: 5, openSeconds: 10, probes: 1 }
- * BufferLockModule.forRoot({ redis: 'memory://', circuitBreaker: { failureThreshold: 3 } });
- * ```
- */
+/** The circuit breaker's options (module option `circuitBreaker`). */
 export class CircuitBreakerOptionsDto {
   /** Consecutive Redis failures that open the breaker. Default `5`. */
   @Rule('breaker_failures_invalid', isPositiveInteger)
@@ -27,12 +18,4 @@ export class CircuitBreakerOptionsDto {
   probes: number = 1;
 }
 
-/**
- * The circuit breaker's resolved numbers, or `false` for no breaker.
- *
- * @example
- * ```ts
- * const breaker: CircuitBreakerSettings = { failureThreshold: 3, openSeconds: 5, probes: 1 };
- * ```
- */
 export type CircuitBreakerSettings = Readonly<CircuitBreakerOptionsDto> | false;

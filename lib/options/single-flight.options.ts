@@ -1,61 +1,74 @@
+import { IsIn, ValidateIf } from 'class-validator';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import { BufferLockOptionsDto, type ResolvedBufferLockOptions } from './buffer-lock.options.js';
-import { readableCopy, validateOptions } from './validate-options.js';
+import { RedisLockOptionsDto } from './redis-lock.options.js';
+import { given } from './rules.js';
+import { parseSeconds } from './seconds.js';
+import { readableCopy, Rule, Seconds, validateOptions } from './validate-options.js';
 
-/** The module options a `@SingleFlight` method may set for itself. */
+const ON_BUSY_MODES = ['wait', 'skip', 'throw'] as const;
+const ON_REDIS_ERROR_MODES = ['proceed', 'throw'] as const;
+
+// Broken only when both are valid and out of order: each invalid one has its own violation.
+const isShorterThanTtl = (value: unknown, options: Record<string, unknown>): boolean => {
+  const lockTimeout = parseSeconds(value);
+  const ttl = parseSeconds(options.ttl);
+  return lockTimeout === undefined || ttl === undefined || lockTimeout < ttl;
+};
+
+/** The lock's options plus those of a flight; a call may set `ttl` and these for itself. */
+export class SingleFlightOptionsDto extends RedisLockOptionsDto {
+  /** Seconds a caller waits for the holder. Below `ttl`. Default `10`. */
+  @Seconds('lock_timeout_invalid')
+  @Rule('lock_timeout_not_below_ttl', isShorterThanTtl)
+  lockTimeout: number = 10;
+
+  /** When another worker holds the lock: wait (up to `lockTimeout`), skip, or throw (409). */
+  @IsIn(ON_BUSY_MODES, { message: 'on_busy_invalid' })
+  onBusy: (typeof ON_BUSY_MODES)[number] = 'wait';
+
+  /** Share the leader's result with other processes' waiters (not for `@Res()`). Default `false`. */
+  @Rule('share_invalid', (v) => typeof v === 'boolean')
+  share: boolean = false;
+
+  /** When Redis cannot be asked: proceed without the lock (logged), or throw (503). */
+  @IsIn(ON_REDIS_ERROR_MODES, { message: 'on_redis_error_invalid' })
+  onRedisError: (typeof ON_REDIS_ERROR_MODES)[number] = 'proceed';
+
+  /** Seconds the watchdog may keep extending the lock (every ttl/3) in all. Default: no cap. */
+  @ValidateIf(given)
+  @Seconds('max_hold_invalid')
+  maxHold?: number = undefined;
+}
+
 const PER_CALL = ['ttl', 'lockTimeout', 'onBusy', 'share', 'onRedisError', 'maxHold'] as const;
 
 /**
- * The options of one `@SingleFlight` method (or one `SingleFlightEngine.run`). Each one left out
- * takes the module's value.
+ * The options of one `@SingleFlight` method or `SingleFlightEngine.run`; each one left out takes
+ * the module's value.
  *
  * @example
  * ```ts
  * const options: SingleFlightOptions = { ttl: 120, lockTimeout: 30, onBusy: 'throw' };
  * ```
  */
-export type SingleFlightOptions = Partial<Pick<BufferLockOptionsDto, (typeof PER_CALL)[number]>>;
+export type SingleFlightOptions = Partial<Pick<SingleFlightOptionsDto, (typeof PER_CALL)[number]>>;
 
-/**
- * The per-call settings, complete: a call's own options over the module's.
- *
- * @example
- * ```ts
- * const settings: SingleFlightSettings = { ...perCallSettings(options), ttl: 120 };
- * ```
- */
+/** A call's own options over the module's. */
 export type SingleFlightSettings = Readonly<Required<Omit<SingleFlightOptions, 'maxHold'>>> &
   Pick<SingleFlightOptions, 'maxHold'>;
 
-/**
- * Validates the options of one `@SingleFlight` method when its class is defined and returns the
- * ones given, seconds as numbers. Throws one `BufferLockConfigError` listing every violation.
- *
- * @example
- * ```ts
- * resolveSingleFlightOptions({ ttl: 120, onBusy: 'skip' }, messages); // { ttl: 120, onBusy: 'skip' }
- * ```
- */
+/** The per-call options given, validated (seconds as numbers); anything else is ignored. */
 export function resolveSingleFlightOptions(
   input: SingleFlightOptions,
   messages: BufferLockMessages,
 ): SingleFlightOptions {
   const source = readableCopy(input);
   const own = Object.fromEntries(PER_CALL.filter((k) => k in source).map((k) => [k, source[k]]));
-  const dto = validateOptions(BufferLockOptionsDto, own, messages, 'partial');
-  return Object.fromEntries(PER_CALL.filter((k) => k in own).map((k) => [k, dto[k]]));
+  return { ...validateOptions(SingleFlightOptionsDto, own, messages, 'partial') };
 }
 
-/**
- * Every per-call setting of `options`, as the engine's defaults.
- *
- * @example
- * ```ts
- * const defaults: SingleFlightSettings = perCallSettings(resolvedOptions);
- * ```
- */
 export function perCallSettings(
-  options: Pick<ResolvedBufferLockOptions, (typeof PER_CALL)[number]>,
+  options: Pick<SingleFlightOptionsDto, (typeof PER_CALL)[number]>,
 ): SingleFlightSettings {
   return Object.fromEntries(PER_CALL.map((k) => [k, options[k]])) as SingleFlightSettings;
 }

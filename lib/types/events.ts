@@ -1,72 +1,38 @@
-// The event shapes every layer shares: the breaker's state, a lost lock, the engine's and the
-// cache's events.
+// The public event shapes spell their unions inline; the internal aliases are derived from them.
 
 /**
- * The breaker's state: `closed` (use Redis), `open` (skip Redis until the cool-down is over),
- * `half-open` (one probe call may use Redis; its outcome closes or re-opens the breaker).
+ * The events of a `SingleFlightEngine`.
  *
  * @example
  * ```ts
- * const state: CircuitState = breaker.state;
- * ```
- */
-export type CircuitState = 'closed' | 'open' | 'half-open';
-
-/**
- * Why the watchdog gave the lock up: `'lost'` an extension found the lock gone or held by another
- * token; `'unreachable'` Redis could not be asked for a whole TTL, so the lock has expired by now;
- * `'maxHold'` the cap on the total hold time was reached.
- *
- * @example
- * ```ts
- * const reason: LockLostReason = 'maxHold';
- * ```
- */
-export type LockLostReason = 'lost' | 'unreachable' | 'maxHold';
-
-/**
- * The `'lockLost'` event: which lock, why, and the extension error when Redis was unreachable.
- *
- * @example
- * ```ts
- * watchdog.on('lockLost', (event: LockLostEvent) => logger.warn(`${event.key}: ${event.reason}`));
- * ```
- */
-export interface LockLostEvent {
-  readonly key: string;
-  readonly reason: LockLostReason;
-  readonly error?: Error;
-}
-
-/**
- * The engine's `'lockLost'` event: which lock, why, and the cache key of the call.
- *
- * @example
- * ```ts
- * engine.on('lockLost', (event: FlightLockLostEvent) => metrics.increment(event.reason));
- * ```
- */
-export interface FlightLockLostEvent extends LockLostEvent {
-  readonly cacheKey: string;
-}
-
-/**
- * The events a {@link SingleFlightEngine} emits.
- *
- * @example
- * ```ts
- * engine.on('breaker', (state: CircuitState) => console.log('breaker', state));
+ * engine.on('lockLost', (event) => metrics.increment(`lock_lost.${event.reason}`));
  * ```
  */
 export interface SingleFlightEvents {
   /** A running call's lock was lost; its `SingleFlight.signal()` is aborted too. */
-  lockLost: [FlightLockLostEvent];
+  lockLost: [event: FlightLockLostEvent];
   /** The circuit breaker changed state. */
-  breaker: [state: CircuitState, previous: CircuitState];
+  breaker: [state: 'closed' | 'open' | 'half-open', previous: 'closed' | 'open' | 'half-open'];
 }
 
 /**
- * The events of a {@link BufferCache}, each with the cache key.
+ * A lost lock: `'lost'` an extension found it gone or taken, `'unreachable'` Redis could not be
+ * asked for a whole TTL, `'maxHold'` the hold cap was reached. `error`: the extension's error.
+ *
+ * @example
+ * ```ts
+ * const onLockLost = (event: FlightLockLostEvent): void => console.warn(event.cacheKey, event.reason);
+ * ```
+ */
+export interface FlightLockLostEvent {
+  readonly key: string;
+  readonly cacheKey: string;
+  readonly reason: 'lost' | 'unreachable' | 'maxHold';
+  readonly error?: Error;
+}
+
+/**
+ * The events of a `BufferCache`, each with the cache key.
  *
  * @example
  * ```ts
@@ -74,18 +40,17 @@ export interface SingleFlightEvents {
  * ```
  */
 export interface BufferCacheEvents {
-  /** A fresh entry was served: one store read, no lock. */
   hit: [key: string];
-  /** No entry: the call joins or starts the build. */
   miss: [key: string];
-  /** A stale entry (past `ttl`, within `grace`) was served. */
   stale: [key: string];
-  /** This process refreshes a stale entry (no other worker does at the same time). */
+  /** This process refreshes a stale entry; on failure it serves it stale until the next try. */
   refresh: [key: string];
-  /** A refresh failed; the stale entry is served until the next try, after a back-off. */
   'refresh-failed': [key: string, error: unknown];
-  /** This process built an entry and stored it. */
+  /** This process built an entry and stored it; `shared`: a waiter took another's. */
   built: [key: string];
-  /** A waiter took the entry another worker built, without building. */
   shared: [key: string];
 }
+
+export type CircuitState = SingleFlightEvents['breaker'][0];
+export type LockLostReason = FlightLockLostEvent['reason'];
+export type LockLostEvent = Omit<FlightLockLostEvent, 'cacheKey'>;

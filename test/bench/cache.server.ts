@@ -11,12 +11,8 @@ import { CacheInterceptor, CacheKey, CacheModule, CacheTTL } from '@nestjs/cache
 import { Controller, Get, Inject, Module, Param, UseInterceptors } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
-import {
-  BufferCache,
-  BufferLockModule,
-  FAIL_FAST_CLIENT_DEFAULTS,
-  SingleFlight,
-} from '../../lib/index.js';
+import { BufferCache, BufferLockModule, SingleFlight } from '../../lib/index.js';
+import { FAIL_FAST_CLIENT_DEFAULTS } from '../../lib/redis/client-defaults.js';
 import type { CacheServerMessage } from './cache.protocol.js';
 
 const port = Number(process.env['BENCH_REDIS_PORT']);

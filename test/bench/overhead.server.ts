@@ -7,6 +7,7 @@ import 'reflect-metadata';
 import { Controller, Get, Module, Param } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis, type RedisOptions } from 'ioredis';
+import { FAIL_FAST_CLIENT_DEFAULTS } from '../../lib/redis/client-defaults.js';
 import { decorate, singleFlightApi } from './features.js';
 import { OVERHEAD_CACHE_TTL_SECONDS, type OverheadWork } from './overhead.protocol.js';
 
@@ -91,7 +92,8 @@ async function main(): Promise<void> {
   floorClient = new Redis({
     host: '127.0.0.1',
     port,
-    ...(api.lib['FAIL_FAST_CLIENT_DEFAULTS'] as RedisOptions | undefined),
+    ...((api.lib['FAIL_FAST_CLIENT_DEFAULTS'] as RedisOptions | undefined) ??
+      FAIL_FAST_CLIENT_DEFAULTS),
     ...commandTimeout,
     lazyConnect: true,
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FAIL_FAST_CLIENT_DEFAULTS } from '../../lib/index.js';
+import { FAIL_FAST_CLIENT_DEFAULTS } from '../../lib/redis/client-defaults.js';
 import { COMMAND_TIMEOUT, faultRig, loadAcrossFault, startLoadWorkers } from './fault-helpers.js';
 
 /**

@@ -9,12 +9,8 @@
  *   npx tsc -p test/multi-process/tsconfig.json && node .build/multi-process/test/multi-process/stampede.measure.js
  */
 import 'reflect-metadata';
-import {
-  connectFailFast,
-  FAIL_FAST_CLIENT_DEFAULTS,
-  RedisLockService,
-  SingleFlightEngine,
-} from '../../lib/index.js';
+import { connectFailFast, RedisLockService, SingleFlightEngine } from '../../lib/index.js';
+import { FAIL_FAST_CLIENT_DEFAULTS } from '../../lib/redis/client-defaults.js';
 import { startRedis } from '../support/redis-server.js';
 import { Worker, type Result } from './flight.workers.js';
 

@@ -4,11 +4,11 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BufferLockModule,
-  FAIL_FAST_CLIENT_DEFAULTS,
   RedisLockService,
   SingleFlight,
   SingleFlightEngine,
 } from '../../lib/index.js';
+import { FAIL_FAST_CLIENT_DEFAULTS } from '../../lib/redis/client-defaults.js';
 import { currentFlight } from '../../lib/single-flight/flight-context.js';
 import { lockCommands as lockCommandsOf } from '../support/command-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
