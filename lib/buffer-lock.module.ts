@@ -6,7 +6,7 @@ import {
 } from '@nestjs/common';
 import { BufferLockClients } from './buffer-lock.clients.js';
 import { BufferCache } from './cache/buffer-cache.service.js';
-import { BUFFER_LOCK_OPTIONS, BUFFER_LOCK_WAIT_STRATEGY } from './options/buffer-lock.constants.js';
+import { BUFFER_LOCK_OPTIONS } from './options/buffer-lock.constants.js';
 import {
   BUFFER_LOCK_MODULE_OPTIONS,
   BUFFER_LOCK_OPTIONS_TYPE,
@@ -23,9 +23,7 @@ import {
 } from './options/buffer-lock.options.js';
 import { RedisLockService } from './lock/redis-lock.service.js';
 import { markResolved, readableCopy } from './options/validate-options.js';
-import { PubSubWaitStrategy } from './single-flight/pubsub-wait.strategy.js';
 import { SingleFlightEngine } from './single-flight/single-flight.engine.js';
-import type { WaitStrategy } from './single-flight/wait-strategy.js';
 
 const providers: Provider[] = [
   BufferLockClients,
@@ -50,21 +48,13 @@ const providers: Provider[] = [
   },
   RedisLockService,
   {
-    // Wake on release; the one subscriber connection is closed at shutdown (BufferLockClients).
-    provide: BUFFER_LOCK_WAIT_STRATEGY,
-    useFactory: (lock: RedisLockService, clients: BufferLockClients) =>
-      new PubSubWaitStrategy({ client: clients.subscribingThrough(() => lock.getClient()) }),
-    inject: [RedisLockService, BufferLockClients],
-  },
-  {
     provide: SingleFlightEngine,
     useFactory: (
       lock: RedisLockService,
       options: ResolvedBufferLockOptions,
       messages: BufferLockMessages,
-      waitStrategy: WaitStrategy,
-    ) => new SingleFlightEngine({ lock, options, messages, waitStrategy }),
-    inject: [RedisLockService, BUFFER_LOCK_OPTIONS, BufferLockMessages, BUFFER_LOCK_WAIT_STRATEGY],
+    ) => new SingleFlightEngine({ lock, options, messages }),
+    inject: [RedisLockService, BUFFER_LOCK_OPTIONS, BufferLockMessages],
   },
   {
     provide: BufferCache,
