@@ -63,11 +63,6 @@ export class BreakerRecovery {
     this.checkMs = options.checkMs ?? DEFAULT_CHECK_MS;
   }
 
-  /** Whether it watches now (between `start()` and `stop()`). */
-  get active(): boolean {
-    return this.watching;
-  }
-
   /** Starts watching, with PING checks or (`checks: false`) for `'ready'` only. Idempotent. */
   start(checks = true): void {
     if (this.closed || this.watching) return;

@@ -70,7 +70,6 @@ export class ReleaseSubscriber {
   private idleTimer: NodeJS.Timeout | undefined;
   private readonly idleMs: number;
   private readonly retryMs: number;
-  private connectionsMade = 0;
   /** When the subscriber last became unusable; `undefined` while it is usable. */
   private failedAt: number | undefined;
   /** Before this time (ms) no SSUBSCRIBE is sent: the cool-down after a failure. */
@@ -92,21 +91,6 @@ export class ReleaseSubscriber {
    */
   get usable(): boolean {
     return this.failedAt === undefined;
-  }
-
-  /** Whether the pub/sub connection is open now. */
-  get connected(): boolean {
-    return this.connection !== undefined;
-  }
-
-  /** How many pub/sub connections this subscriber has opened so far (over its whole life). */
-  get connectionCount(): number {
-    return this.connectionsMade;
-  }
-
-  /** The channels listened to now. */
-  get channelNames(): readonly string[] {
-    return [...this.channels.keys()];
   }
 
   /**
@@ -224,7 +208,6 @@ export class ReleaseSubscriber {
       for (const listener of this.channels.get(channel)?.listeners ?? []) listener.onMessage();
     });
     this.connection = connection;
-    this.connectionsMade++;
     return connection;
   }
 
