@@ -65,9 +65,7 @@ const mayWaitOn = (error: LockError): boolean =>
  * breaker that a client seen back (ready again, or answering a PING) half-opens early.
  */
 export class LockAdmission {
-  /** The circuit breaker in front of Redis, if any. */
   readonly breaker: CircuitBreaker | undefined;
-  /** Watches for Redis to be back while the breaker is open. */
   private readonly recovery: BreakerRecovery | undefined;
   /** Whether the breaker is half-open because Redis was seen back, before `openSeconds` ended. */
   private early = false;
@@ -95,15 +93,11 @@ export class LockAdmission {
           });
   }
 
-  /** Stops watching for Redis's recovery (its listener and timer): for application shutdown. */
   close(): void {
     this.recovery?.close();
   }
 
-  /**
-   * Decides how a call may proceed. Rejects only with {@link LockBusyError} (`'throw'`), with a
-   * {@link RedisUnavailableError} (`onRedisError: 'throw'`), or with the caller's own bad input.
-   */
+  /** Rejects only with a LockBusyError, a RedisUnavailableError, or for the caller's bad input. */
   async admit(
     cacheKey: string,
     redisKey: string | undefined,
@@ -178,18 +172,15 @@ export class LockAdmission {
     if (REDIS_FAILURES.has(error.code) || error.cause !== undefined) this.breaker?.failure();
   }
 
-  /** The error of a `'throw'` caller that found the key busy. */
   busy(cacheKey: string): LockBusyError {
     return new LockBusyError(this.parts.messages.render('lock_busy'), cacheKey);
   }
 
-  /** What `acquire` gives while the breaker is open: Redis is not asked. */
   private breakerSkip(cacheKey: string): AcquireResult {
     const text = this.parts.messages.render('lock_breaker_skip', { KEY: cacheKey });
     return [undefined, new LockError('lock_breaker_skip', text)];
   }
 
-  /** Tells the breaker how an acquire went: answered, or Redis could not be asked. */
   private recordOutcome(result: AcquireResult): AcquireResult {
     const [, error] = result;
     if (!error) this.breaker?.success();

@@ -134,7 +134,6 @@ export class LockedRun {
     });
   }
 
-  /** Runs `work` holding the lock; shares and releases when it settles. */
   private async locked<T>(
     cacheKey: string,
     admission: Admission & { kind: 'locked' },

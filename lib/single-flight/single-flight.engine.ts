@@ -37,7 +37,7 @@ export const SUBSCRIBER_STATE: unique symbol = Symbol('subscriberState');
 
 /**
  * Whether busy callers are woken by pub/sub now: `usable`, or `unusable` (they poll until a
- * subscription is confirmed again). `none` is no longer reported.
+ * subscription is confirmed again).
  *
  * @example
  * ```ts
@@ -133,7 +133,6 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     });
   }
 
-  /** The circuit breaker in front of Redis, if any. */
   get breaker(): Pick<CircuitBreaker, 'state' | 'consecutiveFailures'> | undefined {
     return this.admission.breaker;
   }
@@ -147,7 +146,6 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     this.wait.close();
   }
 
-  /** How many keys have a flight in progress in this process. */
   get inFlight(): number {
     return this.flights.size;
   }
