@@ -69,13 +69,9 @@ const providers: Provider[] = [
 ];
 
 /**
- * Redis locks, `@SingleFlight` and the cache (`@Cached`, `BufferCache`, `BufferCacheInterceptor`)
- * for a Nest app. Provides and exports `RedisLockService`, `SingleFlightEngine`, `BufferCache`,
- * `BufferLockMessages` and the validated options (`@InjectBufferLockOptions()`).
- * Options are validated once, at bootstrap; a bad config stops the app with one
- * `BufferLockConfigError` listing every violation. At shutdown the module quits the Redis clients
- * it made itself (from a factory, URL or ioredis options) and leaves a client object you passed in
- * alone; the engine's watch for Redis's recovery is stopped first.
+ * Redis locks, `@SingleFlight` and the cache for a Nest app. Options are validated at bootstrap
+ * (one `BufferLockConfigError` lists every violation). At shutdown it quits the Redis clients it
+ * made itself and leaves a client object you passed in alone.
  *
  * @example
  * ```ts
@@ -115,16 +111,13 @@ export class BufferLockModule
     super();
   }
 
-  /**
-   * The module with `options` (validated at bootstrap). They are read once, here: an option whose
-   * getter throws is reported by validation in its own words rather than thrown from `forRoot`.
-   */
+  // Read once, here: an option whose getter throws is reported by validation, not thrown here.
   static override forRoot(options: typeof BUFFER_LOCK_OPTIONS_TYPE): DynamicModule {
     return super.forRoot(readableCopy(options) as typeof BUFFER_LOCK_OPTIONS_TYPE);
   }
 
   async onApplicationShutdown(): Promise<void> {
-    // The breaker's watch first: its listener and timer are on a client about to be closed.
+    // The engine's watch and subscriber first: they are on a client about to be closed.
     this.engine.close();
     await this.clients.closeAll();
   }
