@@ -7,7 +7,7 @@ export interface BufferLockModuleExtras {
   isGlobal?: boolean;
   /**
    * Providers that replace the module's own, e.g. `{ provide: BufferLockMessages, useClass:
-   * MyI18nMessages }`, a `RedisLockService` subclass, or a `BUFFER_LOCK_WAIT_STRATEGY`.
+   * MyI18nMessages }` or a `RedisLockService` subclass.
    */
   overrides?: Provider[];
 }

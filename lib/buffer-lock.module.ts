@@ -6,7 +6,7 @@ import {
 } from '@nestjs/common';
 import { BufferLockClients } from './buffer-lock.clients.js';
 import { BufferCache } from './cache/buffer-cache.service.js';
-import { BUFFER_LOCK_OPTIONS, BUFFER_LOCK_WAIT_STRATEGY } from './options/buffer-lock.constants.js';
+import { BUFFER_LOCK_OPTIONS } from './options/buffer-lock.constants.js';
 import {
   BUFFER_LOCK_MODULE_OPTIONS,
   BUFFER_LOCK_OPTIONS_TYPE,
@@ -22,9 +22,7 @@ import {
 } from './options/buffer-lock.options.js';
 import { RedisLockService } from './lock/redis-lock.service.js';
 import { markResolved, readableCopy } from './options/validate-options.js';
-import { PubSubWaitStrategy } from './single-flight/pubsub-wait.strategy.js';
 import { SingleFlightEngine } from './single-flight/single-flight.engine.js';
-import type { WaitStrategy } from './single-flight/wait-strategy.js';
 
 const providers: Provider[] = [
   BufferLockClients,
@@ -49,21 +47,13 @@ const providers: Provider[] = [
   },
   RedisLockService,
   {
-    // Wake on release; the one subscriber connection is closed at shutdown (BufferLockClients).
-    provide: BUFFER_LOCK_WAIT_STRATEGY,
-    useFactory: (lock: RedisLockService, clients: BufferLockClients) =>
-      new PubSubWaitStrategy({ client: clients.subscribingThrough(() => lock.getClient()) }),
-    inject: [RedisLockService, BufferLockClients],
-  },
-  {
     provide: SingleFlightEngine,
     useFactory: (
       lock: RedisLockService,
       options: ResolvedBufferLockOptions,
       messages: BufferLockMessages,
-      waitStrategy: WaitStrategy,
-    ) => new SingleFlightEngine({ lock, options, messages, waitStrategy }),
-    inject: [RedisLockService, BUFFER_LOCK_OPTIONS, BufferLockMessages, BUFFER_LOCK_WAIT_STRATEGY],
+    ) => new SingleFlightEngine({ lock, options, messages }),
+    inject: [RedisLockService, BUFFER_LOCK_OPTIONS, BufferLockMessages],
   },
   {
     provide: BufferCache,
@@ -78,13 +68,9 @@ const providers: Provider[] = [
 ];
 
 /**
- * Redis locks, `@SingleFlight` and the cache (`@Cached`, `BufferCache`, `BufferCacheInterceptor`)
- * for a Nest app. Provides and exports `RedisLockService`, `SingleFlightEngine`, `BufferCache`,
- * `BufferLockMessages` and the validated options (`@InjectBufferLockOptions()`).
- * Options are validated once, at bootstrap; a bad config stops the app with one
- * `BufferLockConfigError` listing every violation. At shutdown the module quits the Redis clients
- * it made itself (from a factory, URL or ioredis options) and leaves a client object you passed in
- * alone; the engine's watch for Redis's recovery is stopped first.
+ * Redis locks, `@SingleFlight` and the cache for a Nest app. Options are validated at bootstrap
+ * (one `BufferLockConfigError` lists every violation). At shutdown it quits the Redis clients it
+ * made itself and leaves a client object you passed in alone.
  *
  * @example
  * ```ts
@@ -124,16 +110,13 @@ export class BufferLockModule
     super();
   }
 
-  /**
-   * The module with `options` (validated at bootstrap). They are read once, here: an option whose
-   * getter throws is reported by validation in its own words rather than thrown from `forRoot`.
-   */
+  // Read once, here: an option whose getter throws is reported by validation, not thrown here.
   static override forRoot(options: typeof BUFFER_LOCK_OPTIONS_TYPE): DynamicModule {
     return super.forRoot(readableCopy(options) as typeof BUFFER_LOCK_OPTIONS_TYPE);
   }
 
   async onApplicationShutdown(): Promise<void> {
-    // The breaker's watch first: its listener and timer are on a client about to be closed.
+    // The engine's watch and subscriber first: they are on a client about to be closed.
     this.engine.close();
     await this.clients.closeAll();
   }

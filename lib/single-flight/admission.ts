@@ -11,17 +11,9 @@ import { BreakerRecovery } from './breaker-recovery.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import { type CircuitState } from '../types/events.js';
 import type { ThrottledLog } from './throttled-log.js';
-import type { WaitStrategy } from './wait-strategy.js';
+import type { ReleaseWait } from './release-wait.js';
 
-/**
- * What single flight needs from a lock: `RedisLockService` has it, and so does a subclass that
- * adds a Cluster hash tag in `key()`.
- *
- * @example
- * ```ts
- * const lock: SingleFlightLock = new RedisLockService({ redis: () => new Redis() });
- * ```
- */
+/** What single flight needs from a lock: a `RedisLockService` (or a subclass with its own `key()`). */
 export type SingleFlightLock = Pick<
   RedisLockService,
   | 'acquire'
@@ -34,51 +26,19 @@ export type SingleFlightLock = Pick<
   | typeof RELEASE_WRITING
 >;
 
-/**
- * How a call was let in: holding the lock, without it (Redis trouble, the breaker open, or
- * `lockTimeout` passed), with the result another process's leader shared (`share: true`), or not
- * at all (`'skip'`).
- *
- * @example
- * ```ts
- * const admitted: Admission = await admission.admit(key, lock.redisKey(key), settings);
- * if (admitted.kind === 'shared') return admitted.value;
- * ```
- */
+/** How a call was let in: holding the lock, without it, with a shared result, or not at all. */
 export type Admission =
   | { readonly kind: 'locked'; readonly guard: LockGuard }
   | { readonly kind: 'unlocked'; readonly reason: 'redis-error' | 'breaker-open' | 'timeout' }
   | { readonly kind: 'shared'; readonly value: unknown }
   | { readonly kind: 'skipped' };
 
-/**
- * What another process's leader left for this call, found after a wake-up.
- *
- * @example
- * ```ts
- * const peek: Peek = async () => {
- *   const entry = await entries.read(key, lockKey);
- *   return entry && { value: entry.value };
- * };
- * ```
- */
+/** What another process's leader left for this call, found after a wake-up. */
 export type Peek = () => Promise<{ readonly value: unknown } | undefined>;
 
-/**
- * What {@link LockAdmission} works with.
- *
- * @example
- * ```ts
- * const parts: AdmissionParts = {
- *   lock, waitStrategy, results, messages, log,
- *   circuitBreaker: { failureThreshold: 5, openSeconds: 10, probes: 1 },
- *   onBreakerChange: (state, previous) => logger.log(`breaker ${previous} -> ${state}`),
- * };
- * ```
- */
 export interface AdmissionParts {
   readonly lock: SingleFlightLock;
-  readonly waitStrategy: WaitStrategy;
+  readonly wait: Pick<ReleaseWait, 'waitForRelease'>;
   readonly results: SharedResultStore;
   readonly messages: BufferLockMessages;
   readonly log: ThrottledLog;
@@ -100,30 +60,12 @@ const mayWaitOn = (error: LockError): boolean =>
   REDIS_FAILURES.has(error.code) || error.code === 'lock_breaker_skip';
 
 /**
- * Admission to a flight across processes, and the policy for Redis trouble. A call takes the
- * lock, or (busy) waits for its release, skips or throws, as `onBusy` says; a woken waiter reads
- * the shared result first when `share` is on. When Redis cannot be asked the call runs without
- * the lock (logged, rate limited) or fails with a {@link RedisUnavailableError}; after repeated
- * failures the circuit breaker skips Redis for a while: until `openSeconds` end, or sooner, when
- * the lock's client is seen back (ready again, or answering a PING), then one probe decides.
- *
- * @example
- * ```ts
- * const admission = new LockAdmission(parts);
- * const admitted = await admission.admit('report:1', undefined, engine.settingsFor({ ttl: 30 }));
- * if (admitted.kind === 'locked' || admitted.kind === 'unlocked') {
- *   try {
- *     await buildReport(1);
- *   } finally {
- *     await admission.release(admitted); // releases only a held lock
- *   }
- * }
- * ```
+ * Admission to a flight across processes: take the lock, or (busy) wait, skip or throw as
+ * `onBusy` says; when Redis cannot be asked, run without the lock or throw, behind a circuit
+ * breaker that a client seen back (ready again, or answering a PING) half-opens early.
  */
 export class LockAdmission {
-  /** The circuit breaker in front of Redis, if any. */
   readonly breaker: CircuitBreaker | undefined;
-  /** Watches for Redis to be back while the breaker is open. */
   private readonly recovery: BreakerRecovery | undefined;
   /** Whether the breaker is half-open because Redis was seen back, before `openSeconds` ended. */
   private early = false;
@@ -151,27 +93,23 @@ export class LockAdmission {
           });
   }
 
-  /** Stops watching for Redis's recovery (its listener and timer): for application shutdown. */
   close(): void {
     this.recovery?.close();
   }
 
-  /**
-   * Decides how a call may proceed. Rejects only with {@link LockBusyError} (`'throw'`), with a
-   * {@link RedisUnavailableError} (`onRedisError: 'throw'`), or with the caller's own bad input.
-   */
+  /** Rejects only with a LockBusyError, a RedisUnavailableError, or for the caller's bad input. */
   async admit(
     cacheKey: string,
     redisKey: string | undefined,
     settings: SingleFlightSettings,
     peek?: Peek,
   ): Promise<Admission> {
-    const { lock, waitStrategy, results, log, messages } = this.parts;
+    const { lock, wait, results, log, messages } = this.parts;
     const deadline = Date.now() + settings.lockTimeout * 1000;
     for (let first = true; ; first = false) {
       if (!first) {
         // Only after a busy answer, so the key is known to be valid.
-        await waitStrategy.waitForRelease(redisKey!, deadline);
+        await wait.waitForRelease(redisKey!, deadline);
         const left = await peek?.();
         if (left) return { kind: 'shared', value: left.value };
         if (settings.share) {
@@ -234,18 +172,15 @@ export class LockAdmission {
     if (REDIS_FAILURES.has(error.code) || error.cause !== undefined) this.breaker?.failure();
   }
 
-  /** The error of a `'throw'` caller that found the key busy. */
   busy(cacheKey: string): LockBusyError {
     return new LockBusyError(this.parts.messages.render('lock_busy'), cacheKey);
   }
 
-  /** What `acquire` gives while the breaker is open: Redis is not asked. */
   private breakerSkip(cacheKey: string): AcquireResult {
     const text = this.parts.messages.render('lock_breaker_skip', { KEY: cacheKey });
     return [undefined, new LockError('lock_breaker_skip', text)];
   }
 
-  /** Tells the breaker how an acquire went: answered, or Redis could not be asked. */
   private recordOutcome(result: AcquireResult): AcquireResult {
     const [, error] = result;
     if (!error) this.breaker?.success();

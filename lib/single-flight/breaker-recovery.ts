@@ -1,9 +1,6 @@
 import { isConnected } from '../redis/client.js';
 
-/**
- * What {@link BreakerRecovery} uses of the lock's client, if it has it: ioredis's `on`/`off` for
- * its `'ready'` event and `ping()`.
- */
+/** What the recovery uses of the lock's client, if it has it (ioredis's names). */
 interface WatchedClient {
   readonly isCluster?: boolean;
   on?(event: 'ready', listener: () => void): unknown;
@@ -12,46 +9,24 @@ interface WatchedClient {
   ping?(): Promise<unknown>;
 }
 
-/**
- * What a {@link BreakerRecovery} works with.
- *
- * @example
- * ```ts
- * const options: BreakerRecoveryOptions = { client: () => lock.getClient(), onBack, checkMs: 250 };
- * ```
- */
 export interface BreakerRecoveryOptions {
-  /** The client the lock uses (`() => lock.getClient()`); a rejection means nothing to watch. */
+  /** A rejection means nothing to watch. */
   readonly client: () => Promise<unknown>;
   /** Told each time Redis was seen back: the client is ready again, or a check was answered. */
   readonly onBack: () => void;
-  /** How long after a check was answered (or failed) the next one is sent. Default `500` ms. */
-  readonly checkMs?: number;
 }
 
-/** Default of {@link BreakerRecoveryOptions.checkMs}. */
-const DEFAULT_CHECK_MS = 500;
+/** How long after a check was answered (or failed) the next one is sent. */
+const CHECK_MS = 500;
 
 /**
- * Watches, while the circuit breaker is open, for Redis to be back, so that the breaker can let
- * its probe through then rather than when `openSeconds` ends. Two signs count: the lock's client
- * emits `'ready'` (it reconnected, e.g. after a restart), or a PING through it is answered (a
- * paused or partitioned server answers again on the same connection, which emits nothing). One
- * PING at a time, the next `checkMs` after the last one settled: a paused server gets no pile of
- * them, and the lock's callers none at all. A client without `on` or `ping` is watched for what it
- * has. A Cluster is watched for `'ready'` only: its PING reaches any node, not the owner of the
- * lock's slot.
- *
- * @example
- * ```ts
- * const recovery = new BreakerRecovery({ client: () => lock.getClient(), onBack: () => breaker.recover() });
- * recovery.start(); // when the breaker opens
- * recovery.stop(); // when it is no longer open
- * recovery.close(); // at shutdown
- * ```
+ * Watches, while the breaker is open, for Redis to be back, so that its probe goes through then
+ * rather than when `openSeconds` ends: the client emits `'ready'` (it reconnected), or a PING is
+ * answered (a paused or partitioned server answers again on the same connection, which emits
+ * nothing). One PING at a time, so a paused server gets no pile of them. A Cluster is watched for
+ * `'ready'` only: its PING reaches any node, not the owner of the lock's slot.
  */
 export class BreakerRecovery {
-  private readonly checkMs: number;
   /** Bumped by every start and stop: work begun for an older watch is dropped. */
   private watch = 0;
   private watching = false;
@@ -59,16 +34,9 @@ export class BreakerRecovery {
   private timer: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
 
-  constructor(private readonly options: BreakerRecoveryOptions) {
-    this.checkMs = options.checkMs ?? DEFAULT_CHECK_MS;
-  }
+  constructor(private readonly options: BreakerRecoveryOptions) {}
 
-  /** Whether it watches now (between `start()` and `stop()`). */
-  get active(): boolean {
-    return this.watching;
-  }
-
-  /** Starts watching, with PING checks or (`checks: false`) for `'ready'` only. Idempotent. */
+  /** Starts watching, with PING checks or (`checks: false`) for `'ready'` only. */
   start(checks = true): void {
     if (this.closed || this.watching) return;
     this.watching = true;
@@ -78,7 +46,7 @@ export class BreakerRecovery {
         if (watch !== this.watch || typeof client !== 'object' || client === null) return;
         this.listen(client as WatchedClient);
         // A client that is ready already reconnected before the breaker opened: no 'ready' will
-        // come, so the first check goes out at once rather than a whole checkMs later.
+        // come, so the first check goes out at once rather than a whole CHECK_MS later.
         if (checks) this.check(client as WatchedClient, watch, isConnected(client));
       },
       () => {
@@ -87,7 +55,6 @@ export class BreakerRecovery {
     );
   }
 
-  /** Stops watching: the `'ready'` listener is removed and no further check is sent. */
   stop(): void {
     this.watch++;
     this.watching = false;
@@ -130,7 +97,7 @@ export class BreakerRecovery {
           },
         );
       },
-      now ? 0 : this.checkMs,
+      now ? 0 : CHECK_MS,
     );
     // A watch never keeps the process alive.
     this.timer.unref();

@@ -1,42 +1,18 @@
 import type { CircuitState } from '../types/events.js';
-/**
- * What a {@link CircuitBreaker} runs with: the resolved `circuitBreaker` option, a clock, a listener.
- *
- * @example
- * ```ts
- * const options: CircuitBreakerOptions = { failureThreshold: 5, openSeconds: 10, probes: 1 };
- * ```
- */
+
 export interface CircuitBreakerOptions {
-  /** Consecutive Redis failures that open the breaker. */
   readonly failureThreshold: number;
-  /** Seconds calls skip Redis once open, before a probe is let through. */
   readonly openSeconds: number;
-  /** Calls let through at once while half-open. */
   readonly probes: number;
-  /** The clock, in ms. Default `Date.now`. */
   readonly now?: () => number;
-  /** Told of every state change. */
   readonly onStateChange?: (state: CircuitState, previous: CircuitState) => void;
 }
 
 /**
- * Stops calls from waiting on a Redis that is in trouble. After `failureThreshold` consecutive
- * failures it opens: `allow()` answers false and callers skip Redis (fail-open or throw, as
- * configured) without spending a command timeout. After `openSeconds` it is half-open: `probes`
- * calls are allowed; a success closes it, a failure opens it again for another `openSeconds`. A
- * probe that never reports back is given up after `openSeconds`, and another probe is allowed.
- * `recover()` makes an open breaker half-open early, when its owner saw Redis back.
- *
- * Pure logic, no timers: the state is worked out from the injected clock when asked.
- *
- * @example
- * ```ts
- * const breaker = new CircuitBreaker({ failureThreshold: 3, openSeconds: 5 });
- * if (!breaker.allow()) return runWithoutLock();
- * const [guard, error] = await lock.acquire(key);
- * if (error) breaker.failure(); else breaker.success();
- * ```
+ * After `failureThreshold` consecutive failures it opens: callers skip Redis. After `openSeconds`
+ * it is half-open: `probes` calls may try; a success closes it, a failure opens it again. A probe
+ * that never reports back is given up after `openSeconds`. No timers: the state is worked out
+ * from the clock when asked.
  */
 export class CircuitBreaker {
   private current: CircuitState = 'closed';
@@ -56,7 +32,6 @@ export class CircuitBreaker {
     this.now = options.now ?? Date.now;
   }
 
-  /** The state now (an open breaker whose cool-down is over reads as half-open). */
   get state(): CircuitState {
     if (this.current === 'open' && this.now() - this.openedAt >= this.openMs) {
       this.move('half-open');
@@ -65,15 +40,11 @@ export class CircuitBreaker {
     return this.current;
   }
 
-  /** Consecutive failures counted so far while closed. */
   get consecutiveFailures(): number {
     return this.failures;
   }
 
-  /**
-   * Whether this call may use Redis. In half-open it says yes to `probes` calls only; each of
-   * them must then report `success()` or `failure()`.
-   */
+  /** Whether this call may use Redis; each call allowed in half-open must report back. */
   allow(): boolean {
     const state = this.state;
     if (state === 'closed') return true;
@@ -85,25 +56,19 @@ export class CircuitBreaker {
     return true;
   }
 
-  /**
-   * Redis was seen back before the cool-down ended (its client is ready again, or answered a
-   * check): an open breaker is half-open now, so that the next `probes` calls probe at once
-   * instead of after `openSeconds`. Does nothing in any other state.
-   */
+  /** Redis was seen back before the cool-down ended: an open breaker is half-open now. */
   recover(): void {
     if (this.state !== 'open') return;
     this.probing = 0;
     this.move('half-open');
   }
 
-  /** Redis answered: closes the breaker and resets the failure count. */
   success(): void {
     this.failures = 0;
     this.probing = 0;
     if (this.state !== 'closed') this.move('closed');
   }
 
-  /** Redis failed (error or timeout): counts, and opens at the threshold or on a failed probe. */
   failure(): void {
     const state = this.state;
     if (state === 'open') return;

@@ -2,31 +2,21 @@ import { Observable, ReplaySubject, share, tap } from 'rxjs';
 
 /**
  * The flights in progress in this process, by Redis key: concurrent calls for a key are one
- * flight (like Go's `singleflight.Do`), so only its leader ever touches Redis. A flight is
- * forgotten before its outcome reaches anyone: a call after that starts a new one.
- *
- * @example
- * ```ts
- * const flights = new LocalFlights();
- * const report =
- *   flights.promise<Report>(redisKey) ?? flights.startPromise(redisKey, () => buildReport(1));
- * ```
+ * flight, so only its leader touches Redis. A flight is forgotten before its outcome reaches
+ * anyone: a call after that starts a new one.
  */
 export class LocalFlights {
   private readonly promises = new Map<string, Promise<unknown>>();
   private readonly streams = new Map<string, Observable<unknown>>();
 
-  /** How many keys have a flight in progress. */
   get size(): number {
     return this.promises.size + this.streams.size;
   }
 
-  /** The promise flight of `redisKey` in progress, if any. */
   promise<T>(redisKey: string): Promise<T> | undefined {
     return this.promises.get(redisKey) as Promise<T> | undefined;
   }
 
-  /** Starts the promise flight of `redisKey`: callers join it until it settles. */
   startPromise<T>(redisKey: string, lead: () => Promise<T>): Promise<T> {
     const forget = (): void => {
       if (this.promises.get(redisKey) === promise) this.promises.delete(redisKey);
@@ -45,15 +35,11 @@ export class LocalFlights {
     return promise;
   }
 
-  /** The Observable flight of `redisKey` in progress, if any. */
   stream<T>(redisKey: string): Observable<T> | undefined {
     return this.streams.get(redisKey) as Observable<T> | undefined;
   }
 
-  /**
-   * Starts the Observable flight of `redisKey`: overlapping subscriptions share one subscription
-   * to `source`, and a late one is replayed every value emitted so far.
-   */
+  /** Overlapping subscriptions share one subscription to `source`; a late one gets a replay. */
   startStream<T>(redisKey: string, source: Observable<T>): Observable<T> {
     const forget = (): void => {
       if (this.streams.get(redisKey) === flight) this.streams.delete(redisKey);

@@ -11,19 +11,7 @@ import type { ThrottledLog } from './throttled-log.js';
 import { LockWatchdog } from './watchdog.js';
 import type { FlightLockLostEvent } from '../types/events.js';
 
-/**
- * How a caller built on single flight (the cache) takes part in a run: what it finds after a
- * wake-up, and how the leader lets go (writing what it made in the same step, or holding the lock
- * a while after a failure so that no other worker retries at once).
- *
- * @example
- * ```ts
- * const hooks: FlightHooks = {
- *   peek: fresh,
- *   release: (guard) => entries.writeAndRelease(guard, key, payload, settings),
- * };
- * ```
- */
+/** How the cache takes part in a run: what it finds after a wake-up, and how its leader lets go. */
 export interface FlightHooks {
   readonly peek?: Peek;
   /** Instead of the plain release, once the work returned `value`. */
@@ -32,17 +20,6 @@ export interface FlightHooks {
   readonly failed?: (guard: LockGuard, error: unknown) => Promise<void>;
 }
 
-/**
- * What {@link LockedRun} works with.
- *
- * @example
- * ```ts
- * const parts: LockedRunParts = {
- *   lock, admission, results, messages, log,
- *   onLockLost: (event) => logger.warn(`lock of ${event.cacheKey} lost: ${event.reason}`),
- * };
- * ```
- */
 export interface LockedRunParts {
   readonly lock: SingleFlightLock;
   readonly admission: LockAdmission;
@@ -84,23 +61,13 @@ const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   typeof (value as { then?: unknown }).then === 'function';
 
 /**
- * One admitted call's run: the work runs holding the lock under a watchdog (extended every
- * ttl/3, up to `maxHold`; a lost lock is logged, emitted, and aborts the work's signal), then the
- * result is shared (`share: true`) and the lock released in one script, or simply released.
- *
- * @example
- * ```ts
- * const runs = new LockedRun(parts);
- * const report = await runs.promise('report:1', undefined, () => buildReport(1), settings);
- * ```
+ * One admitted call's run: the work runs holding the lock under a watchdog, then the result is
+ * shared (`share: true`) and the lock released in one script, or simply released.
  */
 export class LockedRun {
   constructor(private readonly parts: LockedRunParts) {}
 
-  /**
-   * Admits the call, then runs `work` as its admission allows (or returns the shared result).
-   * With `trace` (a subscriber listens), its role, lock and times are written into it.
-   */
+  /** Admits the call, then runs `work` as its admission allows; `trace` gets role, lock and times. */
   async promise<T>(
     cacheKey: string,
     redisKey: string | undefined,
@@ -120,20 +87,15 @@ export class LockedRun {
       case 'unlocked':
         return await runInFlight(this.contextOf(cacheKey, admission, settings).context, work);
       case 'locked':
-        if (trace === undefined)
-          return await this.locked(cacheKey, admission, work, settings, hooks);
         try {
           return await this.locked(cacheKey, admission, work, settings, hooks);
         } finally {
-          trace.holdMs = nowMs() - started - trace.waitMs!;
+          if (trace !== undefined) trace.holdMs = nowMs() - started - trace.waitMs!;
         }
     }
   }
 
-  /**
-   * One subscription is one call: admitted on subscription, it subscribes to `work()` holding the
-   * lock (under the watchdog) and releases when that completes, errors or is unsubscribed.
-   */
+  /** One subscription is one call, holding the lock until `work()` completes, errors or is unsubscribed. */
   observable<T>(
     cacheKey: string,
     redisKey: string | undefined,
@@ -172,7 +134,6 @@ export class LockedRun {
     });
   }
 
-  /** Runs `work` holding the lock; shares and releases when it settles. */
   private async locked<T>(
     cacheKey: string,
     admission: Admission & { kind: 'locked' },
@@ -238,7 +199,7 @@ export class LockedRun {
     if (error) control.reportFailure(error);
   }
 
-  /** The work's {@link FlightContext}; a held lock gets a watchdog, stopped by `done()`. */
+  /** The work's context; a held lock gets a watchdog, stopped by `done()`. */
   private contextOf(
     cacheKey: string,
     admission: Admission,

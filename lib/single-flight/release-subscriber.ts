@@ -13,10 +13,7 @@ export type {
 } from '../types/clients.js';
 import { asError } from '../messages/error-text.js';
 
-/** Default of {@link ReleaseSubscriberOptions.idleMs}. */
 const DEFAULT_IDLE_MS = 1000;
-
-/** Default of {@link ReleaseSubscriberOptions.retryMs}. */
 const DEFAULT_RETRY_MS = 1000;
 
 const NOT_SUBSCRIBED: Promise<boolean> = Promise.resolve(false);
@@ -35,34 +32,14 @@ interface Channel {
 }
 
 /**
- * One pub/sub connection per client, shared by every key that is waited on in this process. The
- * connection is a duplicate of the client, made when the first waiter listens and dropped when no
- * one has listened for `idleMs`. It SSUBSCRIBEs to a channel while at least one waiter listens to
- * it, and calls that channel's listeners on every message. A lost connection or message is never an
- * error for a waiter: each waiter keeps its own backstop timer.
+ * One pub/sub connection per client, shared by every key waited on in this process: a duplicate
+ * of the client, made for the first listener and dropped after `idleMs` without one. A lost
+ * connection or message is never an error for a waiter: each keeps its own backstop timer.
  *
- * A refused SSUBSCRIBE (Redis 6 has none, an ACL user without `ssubscribe`) or a connection error
- * or close makes the subscriber unusable ({@link usable}): every listener is called, as if its lock
- * were released, so that its waiter tries again and polls instead of waiting for a message that may
- * never come. The failure is reported once, to `options.onError` and to the listeners' `onError`.
- * For `retryMs` after it, `listen` sends nothing and its `ready` is `false`; the first `listen` after
- * that subscribes again, and a confirmed subscription makes the subscriber usable again.
- *
- * When the lost connection is ready again (Redis restarted, or came back after a network cut), the
- * cool-down is over at once: every channel that still has listeners is SSUBSCRIBEd again on it, so
- * that a listener that kept listening through the failure hears the next release, and the first
- * confirmation makes the subscriber usable again.
- *
- * Use {@link releaseSubscriberFor} to get the one instance for a client.
- *
- * @example
- * ```ts
- * const subscriber = releaseSubscriberFor(client);
- * const listening = subscriber.listen(releaseChannel(lockKey), () => tryAgain());
- * await listening.ready;
- * // ... later
- * listening.close();
- * ```
+ * A refused SSUBSCRIBE (Redis 6, an ACL without `ssubscribe`) or a connection error or close makes
+ * it unusable: every listener is called, as if its lock were released, so that its waiter polls
+ * instead of waiting for a message that may never come. For `retryMs` after that, `listen` sends
+ * nothing; a connection ready again ends that at once and renews every channel still listened to.
  */
 export class ReleaseSubscriber {
   private connection: SubscriberConnection | undefined;
@@ -70,7 +47,6 @@ export class ReleaseSubscriber {
   private idleTimer: NodeJS.Timeout | undefined;
   private readonly idleMs: number;
   private readonly retryMs: number;
-  private connectionsMade = 0;
   /** When the subscriber last became unusable; `undefined` while it is usable. */
   private failedAt: number | undefined;
   /** Before this time (ms) no SSUBSCRIBE is sent: the cool-down after a failure. */
@@ -86,33 +62,12 @@ export class ReleaseSubscriber {
     this.retryMs = options.retryMs ?? DEFAULT_RETRY_MS;
   }
 
-  /**
-   * Whether a release would reach the listeners now: `false` from a refused SSUBSCRIBE or a
-   * connection error or close until the next confirmed subscription.
-   */
+  /** Whether a release would reach the listeners now. */
   get usable(): boolean {
     return this.failedAt === undefined;
   }
 
-  /** Whether the pub/sub connection is open now. */
-  get connected(): boolean {
-    return this.connection !== undefined;
-  }
-
-  /** How many pub/sub connections this subscriber has opened so far (over its whole life). */
-  get connectionCount(): number {
-    return this.connectionsMade;
-  }
-
-  /** The channels listened to now. */
-  get channelNames(): readonly string[] {
-    return [...this.channels.keys()];
-  }
-
-  /**
-   * Calls `onMessage` on every message on `channel`, and when the subscriber becomes unusable (a
-   * release may be missed then), until `close()`. `onError` is told of each failure meanwhile.
-   */
+  /** Calls `onMessage` on every message on `channel`, and when the subscriber becomes unusable. */
   listen(channel: string, onMessage: () => void, onError?: (error: Error) => void): Listening {
     clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
@@ -140,7 +95,7 @@ export class ReleaseSubscriber {
     };
   }
 
-  /** Closes the connection now, whoever listens (e.g. on application shutdown). */
+  /** Closes the connection now, whoever listens (shutdown). */
   close(): void {
     clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
@@ -224,14 +179,10 @@ export class ReleaseSubscriber {
       for (const listener of this.channels.get(channel)?.listeners ?? []) listener.onMessage();
     });
     this.connection = connection;
-    this.connectionsMade++;
     return connection;
   }
 
-  /**
-   * The connection is ready again after a failure: the cool-down is over, and every channel that
-   * still has listeners and no SSUBSCRIBE in flight is subscribed again on it.
-   */
+  /** Ready again after a failure: every channel with listeners and no SSUBSCRIBE in flight is renewed. */
   private reconnected(): void {
     if (this.failedAt === undefined) return;
     this.retryAt = 0;
@@ -240,10 +191,7 @@ export class ReleaseSubscriber {
     }
   }
 
-  /**
-   * Marks the subscriber unusable and wakes every listener, so that its waiter polls; `error`, if
-   * any, is reported to the owner and to the listeners.
-   */
+  /** Marks the subscriber unusable and wakes every listener, so that its waiter polls. */
   private fail(error: unknown): void {
     this.failedAt = Date.now();
     this.retryAt = this.failedAt + this.retryMs;
@@ -267,15 +215,7 @@ export class ReleaseSubscriber {
 
 const subscribers = new WeakMap<object, ReleaseSubscriber>();
 
-/**
- * The one {@link ReleaseSubscriber} of `client` in this process, made on first call. Two Nest apps
- * with two clients get two; everything using one client shares one connection.
- *
- * @example
- * ```ts
- * const subscriber = releaseSubscriberFor(redis);
- * ```
- */
+/** The one subscriber of `client` in this process; everything using the client shares it. */
 export function releaseSubscriberFor(
   client: DuplicableClient,
   options?: ReleaseSubscriberOptions,

@@ -12,14 +12,7 @@ import { getValue } from '../redis/plain-commands.js';
 import { RELEASE_WRITING, type RedisLockService } from '../lock/redis-lock.service.js';
 import { errorText } from '../messages/error-text.js';
 
-/**
- * The payload stored for `lockKey`, or `null` when there is none (never stored, or expired).
- *
- * @example
- * ```ts
- * const payload = await readSharedResult(client, lock.redisKey('report'));
- * ```
- */
+/** The payload stored for `lockKey`, or `null` (never stored, or expired). */
 export async function readSharedResult(
   client: RedisScriptClient,
   lockKey: string,
@@ -27,65 +20,30 @@ export async function readSharedResult(
   return getValue(client, resultKey(lockKey));
 }
 
-/**
- * Options of a {@link SharedResultStore}.
- *
- * @example
- * ```ts
- * const options: SharedResultOptions = { client, ttl: 10 };
- * ```
- */
 export interface SharedResultOptions {
   lock: Pick<RedisLockService, 'getClient' | typeof RELEASE_WRITING>;
   serializer?: ResultSerializer;
-  /** Seconds a shared result lives (default 10): long enough for waiters woken by their backstop. */
+  /** Seconds a shared result lives (default 10). */
   ttl?: number;
   messages?: BufferLockMessages;
 }
 
-/**
- * What {@link SharedResultStore.read} found: the leader's value, nothing, or a payload that could
- * not be read back (then run the method as leader).
- *
- * @example
- * ```ts
- * const found: SharedRead = await results.read(guardKey, 'report');
- * if (found.status === 'hit') return found.value;
- * ```
- */
+/** What `read` found; an unreadable payload means: run the method as leader. */
 export type SharedRead =
   | { readonly status: 'hit'; readonly value: unknown }
   | { readonly status: 'miss' }
   | { readonly status: 'error'; readonly error: LockError };
 
-/**
- * What {@link SharedResultStore.storeAndRelease} resolves to: `[true, undefined]` stored and
- * released, `[false, undefined]` nothing done because the lock is no longer ours, `[false, error]`
- * Redis trouble.
- *
- * @example
- * ```ts
- * const [stored, error]: StoreResult = await results.storeAndRelease(guard, payload);
- * ```
- */
+/** `[false, undefined]`: nothing done, the lock is no longer ours. */
 export type StoreResult =
   | readonly [stored: true, error: undefined]
   | readonly [stored: false, error: undefined]
   | readonly [stored: false, error: LockError];
 
 /**
- * Shares a leader's result with the waiters of other processes (`share: true`): the leader
- * serializes (fails fast, before anything touches Redis), stores under the lock's result key while
- * it still holds the lock, then releases; a woken waiter reads it instead of running the method.
- *
- * @example
- * ```ts
- * const results = new SharedResultStore({ client, ttl: 30 });
- * const payload = results.serialize(value, 'report:42'); // throws LockError for a stream
- * await results.storeAndRelease(guard, payload); // stores, releases and wakes the waiters
- * // in a waiter, after waking:
- * const found = await results.read(lock.redisKey('report:42'), 'report:42');
- * ```
+ * Shares a leader's result with the waiters of other processes (`share: true`): serialized first
+ * (failing before anything touches Redis), stored under the lock's result key while the lock is
+ * still held, then released in the same script.
  */
 export class SharedResultStore {
   private readonly serializer: ResultSerializer;
@@ -98,10 +56,7 @@ export class SharedResultStore {
     this.messages = options.messages ?? new BufferLockMessages();
   }
 
-  /**
-   * The payload for `value`. Throws a `LockError` with code `shared_result_unserializable` naming
-   * what and where (the cache key goes in KEY) when the serializer cannot represent it.
-   */
+  /** Throws a `shared_result_unserializable` LockError when the serializer cannot represent it. */
   serialize(value: unknown, cacheKey: string): string {
     try {
       return this.serializer.serialize(value);
@@ -143,9 +98,8 @@ export class SharedResultStore {
   }
 
   /**
-   * Stores `payload` for `ttl` seconds (default: the store's) and releases the lock in one script;
-   * `undefined` removes an older result instead (the leader failed: nothing to share). Resolves like
-   * {@link StoreResult}: `[false, undefined]` when the lock was no longer ours. Never rejects.
+   * Stores `payload` for `ttl` seconds and releases the lock in one script; `undefined` removes an
+   * older result instead (the leader failed). Never rejects.
    */
   async storeAndRelease(
     guard: { key: string; token: string },

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { defer, of, throwError, type Observable } from 'rxjs';
+import { defer, finalize, of, tap, throwError, type Observable } from 'rxjs';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import {
   resolveFlightOptions,
@@ -11,99 +11,53 @@ import {
   type SingleFlightOptions,
   type SingleFlightSettings,
 } from '../options/single-flight.options.js';
-import { SharedResultStore } from './shared-result.js';
 import {
   breakerChannel,
   flightChannel,
+  keyHashOf,
   lockLostChannel,
+  nowMs,
+  traced,
   type FlightTrace,
 } from '../telemetry/channels.js';
+import type { SingleFlightEvents } from '../types/events.js';
 import { LockAdmission, type SingleFlightLock } from './admission.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
-import type { SingleFlightEvents } from '../types/events.js';
-import { FlightTracing } from './flight-trace.js';
 import { LocalFlights } from './local-flights.js';
-import { lockLostMessage } from './lock-lost-message.js';
 import { LockedRun, type FlightHooks } from './locked-run.js';
-import { PubSubWaitStrategy } from './pubsub-wait.strategy.js';
-import { SettingsResolver } from './settings-resolver.js';
+import { ReleaseWait } from './release-wait.js';
+import { SharedResultStore } from './shared-result.js';
 import { ThrottledLog } from './throttled-log.js';
-import type { WaitStrategy } from './wait-strategy.js';
 
-/**
- * The engine's flight across processes with hooks, for the library's own layers.
- *
- * @example
- * ```ts
- * const built = await engine[CROSS_PROCESS](key, lock.redisKey(key), work, settings, hooks);
- * ```
- */
+/** The engine's flight across processes with hooks: for the cache. */
 export const CROSS_PROCESS: unique symbol = Symbol('crossProcess');
 
-/**
- * The state of the engine's wake-up subscriber, for the library's own health check.
- *
- * @example
- * ```ts
- * const state = await engine[SUBSCRIBER_STATE](); // 'usable', 'unusable' or 'none'
- * ```
- */
+/** The state of the engine's wake-up subscriber: for the health check. */
 export const SUBSCRIBER_STATE: unique symbol = Symbol('subscriberState');
 
 /**
- * Whether busy callers are woken by pub/sub now: `usable`, `unusable` (they poll until a
- * subscription is confirmed again), or `none` (the engine's wait strategy is not pub/sub).
+ * Whether busy callers are woken by pub/sub now: `usable`, or `unusable` (they poll until a
+ * subscription is confirmed again).
  *
  * @example
  * ```ts
- * const subscriber: SubscriberState = details.subscriber; // of a BufferLockHealthDetails
- * if (subscriber === 'unusable') logger.warn('busy callers poll until pub/sub is back');
+ * if (details.subscriber === 'unusable') logger.warn('busy callers poll until pub/sub is back');
  * ```
  */
 export type SubscriberState = 'usable' | 'unusable' | 'none';
 
-/**
- * What a {@link SingleFlightEngine} is made of.
- *
- * @example
- * ```ts
- * const engine = new SingleFlightEngine({ lock, options: { lockTimeout: 5, share: true } });
- * ```
- */
 export interface SingleFlightEngineOptions {
-  /** The lock: a `RedisLockService`. */
   readonly lock: SingleFlightLock;
-  /**
-   * The module's options for calls, logging, sharing and the breaker. Those left out take their
-   * defaults; `ttl` defaults to the lock's.
-   */
   readonly options?: Partial<Omit<BufferLockOptions, 'redis'>> | FlightOptions;
-  /** Default: English, with the lock's overrides. */
   readonly messages?: BufferLockMessages;
-  /**
-   * How a busy `'wait'` caller learns that the holder may be done. Default: pub/sub wake-up. The
-   * subscription failures of a `PubSubWaitStrategy` are logged (`subscriber_failed`).
-   */
-  readonly waitStrategy?: WaitStrategy;
   /** The clock of the log's rate limit and of the breaker (ms since the epoch). */
   readonly now?: () => number;
 }
 
 /**
  * Single flight across processes: for one key, one call in the whole system runs the work at a
- * time, and the others share its outcome.
- *
- * - In one process, concurrent calls for a key are one flight: the first leads, the rest get its
- *   promise (value and error alike) and never touch Redis.
- * - Across processes, the leader takes the Redis lock; the other processes' leaders wait for its
- *   release (woken by pub/sub), then try again, or, with `share: true`, take its result.
- * - While the work runs, a watchdog extends the lock; a lost lock emits `'lockLost'` and aborts
- *   `SingleFlight.signal()`.
- * - Redis trouble is logged (rate limited) and the work runs without a cross-worker lock, or the
- *   call fails with a `RedisUnavailableError` (`onRedisError: 'throw'`); the circuit breaker
- *   skips a failing Redis for a while.
- *
- * `@SingleFlight` runs through it in a Nest app; without Nest, make one with `new`.
+ * time, and the others share its outcome. `@SingleFlight` runs through it in a Nest app; without
+ * Nest, make one with `new` and `close()` it at shutdown.
  *
  * @example
  * ```ts
@@ -113,13 +67,14 @@ export interface SingleFlightEngineOptions {
  */
 export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   private readonly lock: SingleFlightLock;
-  private readonly settings: SettingsResolver;
+  private readonly defaults: SingleFlightSettings;
+  /** Settings objects made by settingsFor: complete, so used as they are. */
+  private readonly complete = new WeakSet<SingleFlightSettings>();
   private readonly flights = new LocalFlights();
   private readonly admission: LockAdmission;
   private readonly runs: LockedRun;
-  /** The flights while the flight channel has subscribers. */
-  private readonly tracing: FlightTracing;
-  private readonly waitStrategy: WaitStrategy;
+  private readonly wait: ReleaseWait;
+  private readonly traceKeys: boolean;
 
   constructor(parts: SingleFlightEngineOptions) {
     super();
@@ -127,24 +82,23 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     this.lock = lock;
     const messages = parts.messages ?? new BufferLockMessages();
     const options = resolveFlightOptions(parts.options, lock.ttl, messages);
-    this.settings = new SettingsResolver(perCallSettings(options));
-    const client = () => lock.getClient();
+    this.traceKeys = options.traceKeys;
+    this.defaults = perCallSettings(options);
+    this.complete.add(this.defaults);
     const log = new ThrottledLog(options.logger, messages, options.logInterval * 1000, now);
     const results = new SharedResultStore({ lock, serializer: options.serializer, messages });
-    const waitStrategy = parts.waitStrategy ?? new PubSubWaitStrategy({ client });
-    this.waitStrategy = waitStrategy;
     // The subscription fails in the background, where no caller sees it: the log is where it shows.
-    if (waitStrategy instanceof PubSubWaitStrategy) {
-      waitStrategy.addErrorListener((error) =>
+    this.wait = new ReleaseWait(
+      () => lock.getClient(),
+      (error) =>
         log.warn(
           'subscriber_failed',
           messages.render('subscriber_failed', { ERROR: error.message }),
         ),
-      );
-    }
+    );
     this.admission = new LockAdmission({
       lock,
-      waitStrategy,
+      wait: this.wait,
       results,
       messages,
       log,
@@ -152,7 +106,11 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
       now,
       onBreakerChange: (state, previous) => {
         if (breakerChannel.hasSubscribers) breakerChannel.publish({ state, previous });
-        this.tell('breaker', state, previous);
+        try {
+          this.emit('breaker', state, previous);
+        } catch {
+          // A listener's error is the listener's.
+        }
       },
     });
     this.runs = new LockedRun({
@@ -163,54 +121,52 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
       log,
       onLockLost: (event) => {
         if (lockLostChannel.hasSubscribers) {
-          lockLostChannel.publish(lockLostMessage(event, options.traceKeys));
+          const { reason } = event;
+          const keyHash = keyHashOf(event.key);
+          lockLostChannel.publish(
+            this.traceKeys ? { keyHash, key: event.cacheKey, reason } : { keyHash, reason },
+          );
         }
         this.emit('lockLost', event);
         options.onLockLost?.(event);
       },
     });
-    this.tracing = new FlightTracing({
-      flights: this.flights,
-      runs: this.runs,
-      admission: this.admission,
-      traceKeys: options.traceKeys,
-    });
   }
 
-  /** The circuit breaker in front of Redis, if any. */
   get breaker(): Pick<CircuitBreaker, 'state' | 'consecutiveFailures'> | undefined {
     return this.admission.breaker;
   }
 
   /**
-   * Stops what the engine watches in the background: while its circuit breaker is open it listens
-   * for the lock's client to be `'ready'` again and sends a PING now and then, so that the lock is
-   * used again as soon as Redis is back. `BufferLockModule` calls it at application shutdown; call
-   * it yourself for an engine made with `new`. Calls still run after it (the breaker then waits
-   * out `openSeconds`).
+   * Stops what the engine does in the background: the breaker's watch for Redis to be back, and
+   * the wake-up subscriber's connection. Calls still run after it.
    */
   close(): void {
     this.admission.close();
+    this.wait.close();
   }
 
-  /** How many keys have a flight in progress in this process. */
   get inFlight(): number {
     return this.flights.size;
   }
 
-  /**
-   * `options` over the engine's defaults, complete. Callers that run often with the same options
-   * (a decorated method) keep the result and pass it to {@link run}: it is then used as it is.
-   */
+  /** `options` over the engine's defaults, complete; pass the result to `run` to skip this step. */
   settingsFor(options?: SingleFlightOptions | SingleFlightSettings): SingleFlightSettings {
-    return this.settings.resolve(options);
+    if (options === undefined || this.complete.has(options as SingleFlightSettings)) {
+      return (options as SingleFlightSettings | undefined) ?? this.defaults;
+    }
+    const settings: Record<string, unknown> = { ...this.defaults };
+    for (const [key, value] of Object.entries(options)) {
+      if (value !== undefined) settings[key] = value;
+    }
+    this.complete.add(settings as SingleFlightSettings);
+    return settings as SingleFlightSettings;
   }
 
   /**
    * Runs `work` as the single flight of `cacheKey` and resolves to its value, or rejects with its
-   * error, unchanged; a caller that joined a flight in progress gets that flight's outcome. The
-   * lock is released when `work` settles. `'skip'` resolves `undefined` without running it. If
-   * `work` returns an Observable while the lock is held, the lock is held until that Observable
+   * error; a caller that joined a flight in progress gets that flight's outcome. `'skip'` resolves
+   * `undefined` without running it. An Observable that `work` returns holds the lock until it
    * completes, errors or is unsubscribed.
    */
   run<T>(
@@ -218,31 +174,39 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     work: () => T,
     options?: SingleFlightOptions | SingleFlightSettings,
   ): Promise<Awaited<T> | undefined> {
-    const settings = this.settings.resolve(options);
+    const settings = this.settingsFor(options);
     // A key that is no string is not a flight: acquire reports it in the catalog's words.
     if (typeof cacheKey !== 'string') return this.runs.promise(cacheKey, undefined, work, settings);
     const redisKey = this.lock.redisKey(cacheKey);
-    // One boolean read when nobody listens: no trace object, no closure.
-    if (flightChannel.hasSubscribers) return this.tracing.run(cacheKey, redisKey, work, settings);
-    const existing = this.flights.promise<Awaited<T> | undefined>(redisKey);
-    if (existing) {
-      if (settings.onBusy === 'skip') return Promise.resolve(undefined);
+    // Nobody listens: no trace object, no wrapping promise (a measurable share of a fast call).
+    const trace = flightChannel.hasSubscribers ? this.traceOf(cacheKey, redisKey) : undefined;
+    const flight = (): Promise<Awaited<T> | undefined> => {
+      const existing = this.flights.promise<Awaited<T> | undefined>(redisKey);
+      if (!existing) {
+        return this.flights.startPromise(redisKey, () =>
+          this.runs.promise(cacheKey, redisKey, work, settings, undefined, trace),
+        );
+      }
+      if (trace) trace.role = 'waiter';
+      if (settings.onBusy === 'skip') {
+        if (trace) trace.outcome = 'skipped';
+        return Promise.resolve(undefined);
+      }
       if (settings.onBusy === 'throw') return Promise.reject(this.admission.busy(cacheKey));
-      return existing;
-    }
-    return this.flights.startPromise(redisKey, () =>
-      this.runs.promise(cacheKey, redisKey, work, settings),
-    );
+      if (!trace) return existing;
+      const started = nowMs();
+      return existing.finally(() => {
+        trace.waitMs = nowMs() - started;
+      });
+    };
+    return trace ? traced(flightChannel, trace, flight) : flight();
   }
 
   /**
-   * The Observable form of {@link run}: nothing happens until subscription. In this process,
-   * overlapping subscriptions for `cacheKey` are one flight: the first takes the lock and
-   * subscribes to `work()` once; the others join it, get every value emitted so far (replayed)
-   * and then the rest, without touching Redis. The lock is held until that subscription
-   * completes, errors, or every subscriber has unsubscribed. A `'skip'` subscriber that finds the
-   * key busy emits `undefined` and completes; `'throw'` errors with a `LockBusyError`. The
-   * settings of the flight's first subscriber apply; results are never shared across processes.
+   * The Observable form of `run`: nothing happens until subscription. Overlapping subscriptions
+   * for `cacheKey` in this process are one flight that replays what it emitted so far; the lock
+   * is held until it completes, errors, or every subscriber has unsubscribed. Results are never
+   * shared across processes.
    *
    * @example
    * ```ts
@@ -257,30 +221,53 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     options?: SingleFlightOptions | SingleFlightSettings,
   ): Observable<T | undefined> {
     return defer((): Observable<T | undefined> => {
-      const settings = { ...this.settings.resolve(options), share: false };
+      const settings = { ...this.settingsFor(options), share: false };
       // A key that is no string is not a flight: acquire reports it in the catalog's words.
       if (typeof cacheKey !== 'string') {
         return this.runs.observable(cacheKey, undefined, work, settings);
       }
       const redisKey = this.lock.redisKey(cacheKey);
-      if (flightChannel.hasSubscribers) {
-        return this.tracing.stream(cacheKey, redisKey, work, settings);
-      }
+      const trace = flightChannel.hasSubscribers ? this.traceOf(cacheKey, redisKey) : undefined;
+      const started = trace ? nowMs() : 0;
+      if (trace) flightChannel.start.publish(trace);
+      let stream: Observable<T | undefined>;
       const existing = this.flights.stream<T | undefined>(redisKey);
-      if (existing) {
-        if (settings.onBusy === 'skip') return of(undefined);
-        if (settings.onBusy === 'throw') return throwError(() => this.admission.busy(cacheKey));
-        return existing;
+      if (!existing) {
+        const source = this.runs.observable(cacheKey, redisKey, work, settings, trace);
+        stream = this.flights.startStream(redisKey, source);
+      } else {
+        if (trace) trace.role = 'waiter';
+        if (trace && settings.onBusy === 'skip') trace.outcome = 'skipped';
+        stream =
+          settings.onBusy === 'skip'
+            ? of(undefined)
+            : settings.onBusy === 'throw'
+              ? throwError(() => this.admission.busy(cacheKey))
+              : existing;
       }
-      const source = this.runs.observable(cacheKey, redisKey, work, settings);
-      return this.flights.startStream(redisKey, source);
+      if (!trace) return stream;
+      flightChannel.end.publish(trace);
+      return stream.pipe(
+        tap({
+          error: (error: unknown) => {
+            trace.outcome = 'error';
+            trace.error = error;
+            flightChannel.error.publish(trace);
+          },
+        }),
+        finalize(() => {
+          // The lock is let go as this subscription ends: the hold runs until now.
+          if (trace.locked) trace.holdMs = nowMs() - started - trace.waitMs!;
+          if (trace.role === 'waiter') trace.waitMs ??= nowMs() - started;
+          trace.outcome ??= 'ok';
+          flightChannel.asyncStart.publish(trace);
+          flightChannel.asyncEnd.publish(trace);
+        }),
+      );
     });
   }
 
-  /**
-   * One flight across processes with `hooks`, and no in-process flight: for callers that keep
-   * their own (the cache). Internal to the library.
-   */
+  /** One flight across processes with `hooks`, and no in-process flight (the cache keeps its own). */
   [CROSS_PROCESS]<T>(
     cacheKey: string,
     redisKey: string,
@@ -292,18 +279,12 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     return this.runs.promise(cacheKey, redisKey, work, settings, hooks, trace);
   }
 
-  /** The wake-up subscriber's state now. Internal to the library (the health check reads it). */
   async [SUBSCRIBER_STATE](): Promise<SubscriberState> {
-    if (!(this.waitStrategy instanceof PubSubWaitStrategy)) return 'none';
-    return (await this.waitStrategy.subscriberUsable()) ? 'usable' : 'unusable';
+    return (await this.wait.subscriberUsable()) ? 'usable' : 'unusable';
   }
 
-  /** emit() that a throwing listener cannot break: listeners' errors are their own. */
-  private tell<E extends keyof SingleFlightEvents>(event: E, ...args: SingleFlightEvents[E]): void {
-    try {
-      (this.emit as (e: E, ...a: SingleFlightEvents[E]) => boolean)(event, ...args);
-    } catch {
-      // A listener's error is the listener's.
-    }
+  private traceOf(cacheKey: string, redisKey: string): FlightTrace {
+    const keyHash = keyHashOf(redisKey);
+    return this.traceKeys ? { keyHash, key: cacheKey } : { keyHash };
   }
 }

@@ -8,15 +8,8 @@ interface Window {
 }
 
 /**
- * Writes at most one line per message id per `interval` to a logger, so that an outage does not
- * flood the log. Lines dropped in between are counted and the count is added to the next line
- * with that id (catalog id `log_suppressed`).
- *
- * @example
- * ```ts
- * const log = new ThrottledLog(new Logger('BufferLock'), messages, 10_000);
- * log.error('lock_fail_open', text);
- * ```
+ * At most one line per message id per `interval`, so that an outage does not flood the log; the
+ * lines dropped meanwhile are counted into the next one (`log_suppressed`).
  */
 export class ThrottledLog {
   private readonly windows = new Map<MessageId, Window>();
@@ -24,7 +17,6 @@ export class ThrottledLog {
   constructor(
     private readonly logger: LoggerService,
     private readonly messages: BufferLockMessages,
-    /** Milliseconds between two lines with the same id. */
     private readonly interval: number,
     private readonly now: () => number = Date.now,
   ) {}
@@ -44,7 +36,6 @@ export class ThrottledLog {
     if (text !== undefined) this.logger.warn(text);
   }
 
-  /** The line to write now, or undefined when it is to be counted instead. */
   private admit(id: MessageId, line: string): string | undefined {
     const now = this.now();
     const window = this.windows.get(id);

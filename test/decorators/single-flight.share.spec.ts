@@ -20,9 +20,7 @@ import {
   SingleFlight,
   type BufferLockOptions,
 } from '../../lib/index.js';
-import { BUFFER_LOCK_WAIT_STRATEGY } from '../../lib/options/buffer-lock.constants.js';
 import { releaseChannel } from '../../lib/redis/keys.js';
-import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { deferred, MemoryLogger, until } from '../support/nest-helpers.js';
 
@@ -261,7 +259,6 @@ describe('wake on release is the module’s default wait strategy', () => {
   it('one subscriber connection for all waiting keys, dropped when nothing waits', async () => {
     const nest = await app();
     try {
-      expect(nest.get(BUFFER_LOCK_WAIT_STRATEGY)).toBeInstanceOf(PubSubWaitStrategy);
       const lock = nest.get(RedisLockService);
       const subscribers = async (): Promise<string[]> =>
         String(await admin.client('LIST'))

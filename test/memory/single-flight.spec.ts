@@ -2,9 +2,7 @@ import { Logger } from '@nestjs/common';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RedisLockService } from '../../lib/index.js';
 import { MemoryKeyspace } from '../../lib/memory/keyspace.js';
-import { PollingWaitStrategy } from '../../lib/single-flight/polling-wait.strategy.js';
 import { SingleFlightEngine } from '../../lib/single-flight/single-flight.engine.js';
-import type { WaitStrategy } from '../../lib/single-flight/wait-strategy.js';
 import { deferred, MemoryLogger } from '../support/nest-helpers.js';
 
 /**
@@ -27,7 +25,6 @@ afterEach(() => {
 /** Two workers on one in-memory keyspace; `ttl` and `lockTimeout` in seconds. */
 function workers(
   options: { ttl?: number; lockTimeout?: number; share?: boolean } = {},
-  waitStrategy?: () => WaitStrategy,
 ): SingleFlightEngine[] {
   const url = `memory://single-flight-spec-${++names}` as const;
   return [0, 1].map(() => {
@@ -36,7 +33,6 @@ function workers(
     const lock = new RedisLockService({ redis: url, ttl: options.ttl ?? 30 });
     const engine = new SingleFlightEngine({
       lock,
-      waitStrategy: waitStrategy?.(),
       options: { lockTimeout: options.lockTimeout ?? 10, share: options.share, logger },
     });
     engines.push(engine);
@@ -97,31 +93,6 @@ describe('a waiting worker on memory://', () => {
     expect(heldBy).toEqual(expect.any(String));
     expect(heldBy).not.toBe(guard!.token);
     expect(loggers[0]!.lines).toEqual([]);
-  });
-
-  it('polls instead when given the polling strategy, with the same order', async () => {
-    const publish = vi.spyOn(MemoryKeyspace.prototype, 'spublish');
-    const [a, b] = workers({ ttl: 60, lockTimeout: 30 }, () => new PollingWaitStrategy(10));
-    const order: string[] = [];
-    const holding = deferred();
-    const started = deferred();
-    const first = a!.run('polled', async () => {
-      order.push('a');
-      started.resolve();
-      await holding.promise;
-      return 1;
-    });
-    await started.promise;
-    const second = b!.run('polled', async () => {
-      order.push('b');
-      return 2;
-    });
-    await new Promise((r) => setTimeout(r, 40));
-    holding.resolve();
-    expect(await Promise.all([first, second])).toEqual([1, 2]);
-    expect(order).toEqual(['a', 'b']);
-    // No one listened: the releases reached no subscriber.
-    expect(publish.mock.results.map((r) => r.value)).toEqual([0, 0]);
   });
 });
 

@@ -12,14 +12,32 @@
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
-import { PollingWaitStrategy } from '../../lib/single-flight/polling-wait.strategy.js';
-import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
-import type { WaitStrategy } from '../../lib/single-flight/wait-strategy.js';
-import { ReleaseSubscriber } from '../../lib/single-flight/release-subscriber.js';
+import { releaseChannel } from '../../lib/redis/keys.js';
+import { ReleaseWait } from '../../lib/single-flight/release-wait.js';
+import { releaseSubscriberFor } from '../../lib/single-flight/release-subscriber.js';
 import { startRedis } from '../support/redis-server.js';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 300);
 const now = (): number => performance.now();
+
+type Waiter = Pick<ReleaseWait, 'waitForRelease'>;
+
+/** The engine's waiter on `client`, its subscriber kept open `idleMs` after the last wait. */
+function releaseWait(client: Redis, idleMs: number): ReleaseWait {
+  releaseSubscriberFor(client, { idleMs });
+  return new ReleaseWait(
+    async () => client,
+    () => {},
+  );
+}
+
+/** For comparison: sleep 50 ms, jittered by a fifth either way, and try again. */
+const polling: Waiter = {
+  waitForRelease: (_key, deadline) =>
+    new Promise((r) =>
+      setTimeout(r, Math.min(50 * (0.8 + Math.random() * 0.4), deadline - Date.now())),
+    ),
+};
 
 function pct(values: number[], p: number): number {
   const sorted = values.toSorted((a, b) => a - b);
@@ -39,10 +57,8 @@ async function latency(url: string, waiters: number): Promise<{ median: number; 
     redis: holderClient,
     namespace: `measure:${process.pid}:`,
   });
-  const subscriber = new ReleaseSubscriber(waiterClient, { idleMs: 5000 });
-  const strategy = new PubSubWaitStrategy({ client: waiterClient, subscriber });
+  const strategy = releaseWait(waiterClient, 5000);
   const samples: number[] = [];
-  const { releaseChannel } = await import('../../lib/redis/keys.js');
   for (let round = 0; round < ROUNDS; round++) {
     const [guard] = await holder.acquire(`k${round % 10}`, 30);
     let last = 0;
@@ -61,7 +77,7 @@ async function latency(url: string, waiters: number): Promise<{ median: number; 
     await Promise.all(waits);
     samples.push(last - t0);
   }
-  subscriber.close();
+  strategy.close();
   for (const c of [holderClient, waiterClient, admin]) c.disconnect();
   return { median: pct(samples, 50), p99: pct(samples, 99) };
 }
@@ -72,7 +88,7 @@ async function latency(url: string, waiters: number): Promise<{ median: number; 
  */
 async function handover(
   url: string,
-  strategy: (client: Redis) => WaitStrategy,
+  strategy: (client: Redis) => Waiter,
 ): Promise<{ median: number; p99: number }> {
   const holderClient = new Redis(url);
   const waiterClient = new Redis(url);
@@ -115,8 +131,7 @@ async function commandsPerCycle(idleMs: number): Promise<Record<string, number>>
     const holder = new RedisLockService({ redis: server.client(), namespace: 'm:' });
     const waiterClient = server.client();
     const waiter = new RedisLockService({ redis: waiterClient, namespace: 'm:' });
-    const subscriber = new ReleaseSubscriber(waiterClient, { idleMs });
-    const strategy = new PubSubWaitStrategy({ client: waiterClient, subscriber });
+    const strategy = releaseWait(waiterClient, idleMs);
     // Warm up: scripts loaded, connections made.
     const [g0] = await holder.acquire('warm');
     await holder.release(g0!);
@@ -126,14 +141,20 @@ async function commandsPerCycle(idleMs: number): Promise<Record<string, number>>
       const [busy] = await waiter.acquire('k'); // 1: the failed acquire
       if (busy) throw new Error('expected busy');
       const waiting = strategy.waitForRelease(held!.key, Date.now() + 30_000);
-      while (subscriber.channelNames.length === 0) await new Promise((r) => setTimeout(r, 1));
+      while ((await shardSubscribers(admin, releaseChannel(held!.key))) === 0) {
+        await new Promise((r) => setTimeout(r, 1));
+      }
       await new Promise((r) => setTimeout(r, 20));
       await holder.release(held!);
       await waiting;
       const [mine] = await waiter.acquire('k');
       await waiter.release(mine!);
       // A cold subscriber is dropped between cycles; a warm one stays open.
-      if (idleMs === 0) while (subscriber.connected) await new Promise((r) => setTimeout(r, 5));
+      if (idleMs === 0) {
+        while (String(await admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub')) !== '') {
+          await new Promise((r) => setTimeout(r, 5));
+        }
+      }
     };
     await cycle();
     const before = await commandstats(admin);
@@ -148,7 +169,9 @@ async function commandsPerCycle(idleMs: number): Promise<Record<string, number>>
     // The first INFO commandstats above is itself counted in the second.
     delta.info = (delta.info ?? 0) - 1 / CYCLES;
     if (delta.info <= 0) delete delta.info;
-    subscriber.close();
+    // The measurement's own looks at the subscriptions.
+    for (const name of Object.keys(delta)) if (/^(pubsub|client)/.test(name)) delete delta[name];
+    strategy.close();
     return delta;
   } finally {
     await server.stop();
@@ -165,20 +188,20 @@ async function main(): Promise<void> {
     );
   }
   console.log(`release → the waiter holds the lock, ${ROUNDS} rounds, ${url}`);
-  const subscribers: ReleaseSubscriber[] = [];
-  const pubsub = (c: Redis): WaitStrategy => {
-    const subscriber = new ReleaseSubscriber(c, { idleMs: 5000 });
-    subscribers.push(subscriber);
-    return new PubSubWaitStrategy({ client: c, subscriber });
+  const waits: ReleaseWait[] = [];
+  const pubsub = (c: Redis): Waiter => {
+    const wait = releaseWait(c, 5000);
+    waits.push(wait);
+    return wait;
   };
   for (const [name, make] of [
     ['pub/sub', pubsub],
-    ['polling 50 ms', () => new PollingWaitStrategy()],
+    ['polling 50 ms', () => polling],
   ] as const) {
     const { median, p99 } = await handover(url, make);
     console.log(`  ${name}: median ${median.toFixed(3)} ms, p99 ${p99.toFixed(3)} ms`);
   }
-  for (const s of subscribers) s.close();
+  for (const wait of waits) wait.close();
   console.log(
     'commands per wait cycle (holder acquire+release, waiter busy acquire, wait, acquire+release):',
   );

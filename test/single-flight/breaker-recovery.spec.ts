@@ -199,11 +199,12 @@ describe('circuit breaker recovery: a client that is ready already when the brea
     const recovery = new BreakerRecovery({
       client: () => Promise.resolve(client),
       onBack: () => back++,
-      checkMs: 60_000,
     });
+    const started = Date.now();
     recovery.start();
     await until(() => back > 0, 2000);
     recovery.close();
+    expect(Date.now() - started).toBeLessThan(450); // the check interval is 500 ms
     expect(back).toBe(1);
     expect((await pings()) - before).toBe(1);
   });

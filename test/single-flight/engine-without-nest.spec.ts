@@ -2,9 +2,10 @@ import type { Redis } from 'ioredis';
 import { firstValueFrom, isObservable, Subject, toArray, type Observable } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LockBusyError, RedisLockService, SingleFlightEngine } from '../../lib/index.js';
-import { type WaitStrategy } from '../../lib/single-flight/wait-strategy.js';
+import { releaseChannel } from '../../lib/redis/keys.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { MemoryLogger, until } from '../support/nest-helpers.js';
+import { shardSubscribers } from './support.js';
 
 let server: RedisServer;
 let admin: Redis;
@@ -35,23 +36,20 @@ describe('SingleFlightEngine without Nest', () => {
     });
   });
 
-  it('asks its wait strategy with the Redis key and a deadline lockTimeout away', async () => {
-    const asked: [string, number][] = [];
-    const recording: WaitStrategy = {
-      async waitForRelease(redisKey, deadline) {
-        asked.push([redisKey, deadline]);
-        await new Promise((r) => setTimeout(r, 10));
-      },
-    };
-    const waiting = new SingleFlightEngine({ lock, options: { logger }, waitStrategy: recording });
+  it('waits on the release of the Redis key, up to a deadline lockTimeout away', async () => {
+    const channel = releaseChannel(lock.redisKey('strategy'));
     const [guard] = await lock.acquire('strategy');
-    const before = Date.now();
-    const result = waiting.run('strategy', () => 'after release', { lockTimeout: 5 });
-    await until(() => asked.length >= 2);
+    const result = engine.run('strategy', () => 'after release', { lockTimeout: 5 });
+    await until(async () => (await shardSubscribers(admin, channel)) === 1);
     await lock.release(guard!);
     expect(await result).toBe('after release');
-    expect(asked.every(([key]) => key === lock.redisKey('strategy'))).toBe(true);
-    expect(asked[0]![1]).toBeGreaterThanOrEqual(before + 5000);
+    const [again] = await lock.acquire('strategy');
+    const before = Date.now();
+    expect(await engine.run('strategy', () => 'after timeout', { lockTimeout: 0.3 })).toBe(
+      'after timeout',
+    );
+    expect(Date.now() - before).toBeGreaterThanOrEqual(300);
+    await lock.release(again!);
   });
 
   it('hands the lock to an Observable that run() resolves to, until it completes', async () => {

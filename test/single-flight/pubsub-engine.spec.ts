@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
-import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
 import { releaseSubscriberFor } from '../../lib/single-flight/release-subscriber.js';
 import { SingleFlightEngine } from '../../lib/single-flight/single-flight.engine.js';
 import { currentFlight } from '../../lib/single-flight/flight-context.js';
@@ -13,14 +12,13 @@ beforeAll(async () => {
 });
 afterAll(() => server.stop());
 
-describe('the engine’s WaitStrategy seam takes the pub/sub strategy', () => {
+describe('the engine wakes waiters on release', () => {
   it('3 workers × 20 callers on one key: one run per worker, never overlapping, nobody waits out the TTL', async () => {
     const ttl = 60; // no caller may need a backstop: a minute is far beyond this test's timeout
     const engines = Array.from({ length: 3 }, () => {
       const lock = new RedisLockService({ redis: () => server.client(), namespace: 'pe:', ttl });
       return new SingleFlightEngine({
         lock,
-        waitStrategy: new PubSubWaitStrategy({ client: () => lock.getClient() }),
         options: { lockTimeout: 50, ttl, logger: { log() {}, warn() {}, error() {} } },
       });
     });
@@ -59,7 +57,6 @@ describe('the engine when Redis refuses the wake-up subscription', () => {
     const locks = clients.map(
       (client) => new RedisLockService({ redis: client, namespace: 'pe:acl:', ttl }),
     );
-    // The default wait strategy: what the engine logs is what an app would see.
     const engines = locks.map(
       (lock, i) =>
         new SingleFlightEngine({ lock, options: { lockTimeout, ttl, logger: loggers[i] } }),

@@ -7,6 +7,7 @@ import {
   releaseSubscriberFor,
 } from '../../lib/single-flight/release-subscriber.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { pubsubClients as pubsubClientIds, sleep } from './support.js';
 
 let server: RedisServer;
 beforeAll(async () => {
@@ -16,9 +17,10 @@ afterAll(() => server.stop());
 
 /** Pub/sub connections the server sees now (CLIENT LIST TYPE pubsub). */
 async function pubsubClients(): Promise<number> {
-  const list = String(await server.client().client('LIST', 'TYPE', 'PUBSUB'));
-  return list.split('\n').filter((line) => line.trim() !== '').length;
+  return (await pubsubIds()).length;
 }
+
+const pubsubIds = (): Promise<string[]> => pubsubClientIds(server.client());
 
 async function until(check: () => Promise<boolean>): Promise<void> {
   while (!(await check())) await new Promise((r) => setTimeout(r, 20));
@@ -26,9 +28,11 @@ async function until(check: () => Promise<boolean>): Promise<void> {
 
 describe('release subscriber: one lazy connection per process', () => {
   it('opens nothing until the first listener', async () => {
+    const before = await pubsubClients();
     const subscriber = new ReleaseSubscriber(server.client(), { idleMs: 0 });
-    expect(subscriber.connected).toBe(false);
-    expect(subscriber.connectionCount).toBe(0);
+    await sleep(50);
+    expect(await pubsubClients()).toBe(before);
+    subscriber.close();
   });
 
   it('many waiting keys share one connection, made by duplicating the client', async () => {
@@ -39,8 +43,8 @@ describe('release subscriber: one lazy connection per process', () => {
       subscriber.listen(releaseChannel(`buffer:lock:share${i % 10}`), () => {}),
     );
     expect(await Promise.all(all.map((l) => l.ready))).toEqual(all.map(() => true));
-    expect(subscriber.connectionCount).toBe(1);
-    expect(subscriber.channelNames).toHaveLength(10);
+    const channels = await server.client().call('PUBSUB', 'SHARDCHANNELS', '*share*');
+    expect(channels).toHaveLength(10);
     expect(await pubsubClients()).toBe(before + 1);
     for (const l of all) l.close();
   });
@@ -51,28 +55,34 @@ describe('release subscriber: one lazy connection per process', () => {
     const a = subscriber.listen(releaseChannel('buffer:lock:drop'), () => {});
     const b = subscriber.listen(releaseChannel('buffer:lock:drop'), () => {});
     await Promise.all([a.ready, b.ready]);
+    const first = await pubsubIds();
     a.close();
-    expect(subscriber.connected).toBe(true); // b still waits
+    await sleep(50);
+    expect(await pubsubIds()).toEqual(first); // b still waits
     b.close();
-    await until(async () => !subscriber.connected);
     await until(async () => (await pubsubClients()) === before);
     const c = subscriber.listen(releaseChannel('buffer:lock:drop'), () => {});
     expect(await c.ready).toBe(true);
-    expect(subscriber.connectionCount).toBe(2);
+    const second = await pubsubIds();
+    expect(second).toHaveLength(before + 1);
+    expect(second).not.toEqual(first); // a new connection
     c.close();
   });
 
   it('stays open for idleMs after the last waiter, so back-to-back flights reuse it', async () => {
+    const before = await pubsubClients();
     const subscriber = new ReleaseSubscriber(server.client(), { idleMs: 60_000 });
     const a = subscriber.listen(releaseChannel('buffer:lock:idle'), () => {});
     await a.ready;
+    const first = await pubsubIds();
     a.close();
     const b = subscriber.listen(releaseChannel('buffer:lock:idle'), () => {});
     await b.ready;
-    expect(subscriber.connectionCount).toBe(1);
+    expect(await pubsubIds()).toEqual(first);
+    expect(first).toHaveLength(before + 1);
     b.close();
     subscriber.close();
-    expect(subscriber.connected).toBe(false);
+    await until(async () => (await pubsubClients()) === before);
   });
 
   it('releaseSubscriberFor gives one subscriber per client', () => {

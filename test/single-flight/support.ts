@@ -1,4 +1,5 @@
 import type { LoggerService } from '@nestjs/common';
+import type { Redis } from 'ioredis';
 import { RedisLockService, type RedisScriptClient } from '../../lib/index.js';
 import { ACQUIRE_KEY } from '../../lib/lock/redis-lock.service.js';
 
@@ -64,3 +65,15 @@ export function countingClient<C extends RedisScriptClient>(
 
 /** Sleeps `ms`. */
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** How many connections Redis counts as SSUBSCRIBEd to `channel` now. */
+export async function shardSubscribers(admin: Redis, channel: string): Promise<number> {
+  const reply = (await admin.call('PUBSUB', 'SHARDNUMSUB', channel)) as [string, number];
+  return Number(reply[1]);
+}
+
+/** The ids of the pub/sub connections the server has now (CLIENT LIST TYPE pubsub). */
+export async function pubsubClients(admin: Redis): Promise<string[]> {
+  const list = String(await admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub'));
+  return [...list.matchAll(/^id=(\d+)/gm)].map(([, id]) => id!);
+}

@@ -1,11 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Redis } from 'ioredis';
 import { releaseChannel } from '../../lib/redis/keys.js';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
-import { PubSubWaitStrategy } from '../../lib/single-flight/pubsub-wait.strategy.js';
-import { ReleaseSubscriber } from '../../lib/single-flight/release-subscriber.js';
+import { ReleaseWait } from '../../lib/single-flight/release-wait.js';
+import {
+  releaseSubscriberFor,
+  type DuplicableClient,
+} from '../../lib/single-flight/release-subscriber.js';
+import { SingleFlightEngine } from '../../lib/single-flight/single-flight.engine.js';
+import type { RedisScriptClient } from '../../lib/index.js';
+import { deferred, MemoryLogger, until } from '../support/nest-helpers.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { sleep } from './support.js';
+import { pubsubClients, shardSubscribers, sleep } from './support.js';
 
 let server: RedisServer;
 beforeAll(async () => {
@@ -15,28 +20,31 @@ afterAll(() => server.stop());
 
 const LONG = 60; // seconds: a TTL or deadline no test run reaches, so only the event under test wakes
 
+/** A waiter on `client`, its subscriber made with `options`; told failures go to `onError`. */
+function waiterOn(
+  client: RedisScriptClient,
+  options: Parameters<typeof releaseSubscriberFor>[1] = { idleMs: 0 },
+  onError: (error: Error) => void = () => {},
+): ReleaseWait {
+  releaseSubscriberFor(client as unknown as DuplicableClient, options);
+  return new ReleaseWait(async () => client, onError);
+}
+
 function setup(namespace: string) {
   const client = server.client();
   const lock = new RedisLockService({ redis: client, namespace });
-  const subscriber = new ReleaseSubscriber(client, { idleMs: 0 });
-  const strategy = new PubSubWaitStrategy({ client, subscriber });
-  return { client, lock, subscriber, strategy };
+  return { client, lock, strategy: waiterOn(client) };
 }
 
 /** Resolves once Redis counts `n` SSUBSCRIBErs on the lock's release channel. */
 async function subscribers(lockKey: string, n: number): Promise<void> {
-  for (;;) {
-    const reply = (await server
-      .client()
-      .call('PUBSUB', 'SHARDNUMSUB', releaseChannel(lockKey))) as [string, number];
-    if (Number(reply[1]) === n) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  while ((await shardSubscribers(server.client(), releaseChannel(lockKey))) !== n) await sleep(10);
 }
 
 describe('pub/sub wait: released → waiters wake', () => {
   it('every waiter resolves on the holder’s release, while the lock still had most of its TTL', async () => {
-    const { lock, strategy, subscriber } = setup('pw:wake:');
+    const { lock, strategy } = setup('pw:wake:');
+    const before = await pubsubClients(server.client());
     const [guard] = await lock.acquire('k', LONG);
     const order: string[] = [];
     const waiters = Array.from({ length: 20 }, (_, i) =>
@@ -45,12 +53,12 @@ describe('pub/sub wait: released → waiters wake', () => {
         .then(() => order.push(`waiter${i}`)),
     );
     await subscribers(guard!.key, 1); // 20 waiters, one subscription
+    expect(await pubsubClients(server.client())).toHaveLength(before.length + 1);
     order.push('release');
     await lock.release(guard!);
     await Promise.all(waiters);
     expect(order[0]).toBe('release');
     expect(order).toHaveLength(21);
-    expect(subscriber.connectionCount).toBe(1);
     // Woken by the message, not by a backstop: nothing else was due for a minute.
     await subscribers(guard!.key, 0);
   });
@@ -100,23 +108,6 @@ describe('pub/sub wait: deadline and abort', () => {
     await strategy.waitForRelease(guard!.key, Date.now() + 150);
     expect(await server.client().get(guard!.key)).toBe(guard!.token);
   });
-
-  it('resolves when the signal aborts, and at once when it was aborted before', async () => {
-    const { lock, strategy, subscriber } = setup('pw:abort:');
-    const [guard] = await lock.acquire('k', LONG);
-    const controller = new AbortController();
-    const waiting = strategy.waitForRelease(
-      guard!.key,
-      Date.now() + LONG * 1000,
-      controller.signal,
-    );
-    await subscribers(guard!.key, 1);
-    controller.abort();
-    await waiting;
-    await strategy.waitForRelease(guard!.key, Date.now() + LONG * 1000, controller.signal);
-    expect(await server.client().get(guard!.key)).toBe(guard!.token);
-    expect(subscriber.channelNames).toEqual([]);
-  });
 });
 
 describe('pub/sub wait: Redis trouble → polling backstop, never a rejection', () => {
@@ -125,11 +116,7 @@ describe('pub/sub wait: Redis trouble → polling backstop, never a rejection', 
     const client = own.client({ maxRetriesPerRequest: 0, retryStrategy: () => null });
     await client.ping();
     await own.stop();
-    const strategy = new PubSubWaitStrategy({
-      client,
-      subscriber: new ReleaseSubscriber(client, { idleMs: 0 }),
-      fallbackPollMs: 50,
-    });
+    const strategy = waiterOn(client);
     await expect(
       strategy.waitForRelease('pw:down:k', Date.now() + LONG * 1000),
     ).resolves.toBeUndefined();
@@ -143,23 +130,29 @@ describe('pub/sub wait: the client the lock service makes lazily', () => {
       redis: () => (made++, server.client()),
       namespace: 'pw:lazy:',
     });
-    const strategy = new PubSubWaitStrategy({ client: () => lock.getClient() });
+    const strategy = new ReleaseWait(
+      () => lock.getClient(),
+      () => {},
+    );
+    const before = await pubsubClients(server.client());
     const [guard] = await lock.acquire('k', LONG);
     const waiting = strategy.waitForRelease(guard!.key, Date.now() + LONG * 1000);
     await subscribers(guard!.key, 1);
+    expect(await pubsubClients(server.client())).toHaveLength(before.length + 1);
     await lock.release(guard!);
     await waiting;
-    expect(made).toBe(1); // the strategy used the service's one client, not a new one
-    const { releaseSubscriberFor } = await import('../../lib/single-flight/release-subscriber.js');
-    const client = (await lock.getClient()) as Redis;
-    expect(releaseSubscriberFor(client).connectionCount).toBe(1);
-    releaseSubscriberFor(client).close();
+    expect(made).toBe(1); // the waiter used the service's one client, not a new one
+    strategy.close();
+    await until(async () => (await pubsubClients(server.client())).length === before.length);
   });
 
   it('getClient() rejects with redis_no_client when the factory gives none; the wait still resolves', async () => {
     const lock = new RedisLockService({ redis: () => undefined, namespace: 'pw:none:' });
     await expect(lock.getClient()).rejects.toMatchObject({ code: 'redis_no_client' });
-    const strategy = new PubSubWaitStrategy({ client: () => lock.getClient(), fallbackPollMs: 20 });
+    const strategy = new ReleaseWait(
+      () => lock.getClient(),
+      () => {},
+    );
     await expect(
       strategy.waitForRelease('pw:none:k', Date.now() + LONG * 1000),
     ).resolves.toBeUndefined();
@@ -172,14 +165,9 @@ describe('pub/sub wait: the client the lock service makes lazily', () => {
     };
     const errors: Error[] = [];
     const told: Error[] = [];
-    const strategy = new PubSubWaitStrategy({
-      client: evalOnly,
-      subscriber: new ReleaseSubscriber(evalOnly as never, {
-        idleMs: 0,
-        onError: (e) => errors.push(e),
-      }),
-      onError: (e) => told.push(e),
-    });
+    const strategy = waiterOn(evalOnly, { idleMs: 0, onError: (e) => errors.push(e) }, (e) =>
+      told.push(e),
+    );
     await real.set('pw:nodup:k', 'tok', 'PX', LONG * 1000);
     await strategy.waitForRelease('pw:nodup:k', Date.now() + LONG * 1000);
     await strategy.waitForRelease('pw:nodup:k', Date.now() + LONG * 1000);
@@ -196,11 +184,7 @@ describe('pub/sub wait: a refused subscription → prompt polling', () => {
     const client = server.client({ username: 'nosub', password: 'pw' });
     const lock = new RedisLockService({ redis: client, namespace: 'pw:acl:' });
     const told: Error[] = [];
-    const strategy = new PubSubWaitStrategy({
-      client,
-      subscriber: new ReleaseSubscriber(client, { idleMs: 0 }),
-      onError: (e) => told.push(e),
-    });
+    const strategy = waiterOn(client, { idleMs: 0 }, (e) => told.push(e));
     const [guard] = await lock.acquire('k', 30); // the holder's lock outlives the waiter's deadline
     const started = Date.now();
     const deadline = started + 10_000;
@@ -225,5 +209,45 @@ describe('pub/sub wait: a refused subscription → prompt polling', () => {
     expect(waits).toBeGreaterThan(1);
     expect(told).toHaveLength(1);
     expect(told[0]!.message).toMatch(/NOPERM/);
+  });
+});
+
+describe('a Redis without SSUBSCRIBE → the engine polls', () => {
+  it('the waiting worker runs right after the holder, never beside it, and nothing listens', async () => {
+    const own = await startRedis(['--rename-command', 'SSUBSCRIBE', '']);
+    try {
+      const logger = new MemoryLogger();
+      const locks = [0, 1].map(
+        () => new RedisLockService({ redis: own.client(), namespace: 'pw:poll:', ttl: 60 }),
+      );
+      const [a, b] = locks.map(
+        (lock) => new SingleFlightEngine({ lock, options: { lockTimeout: 30, logger } }),
+      );
+      const order: string[] = [];
+      const holding = deferred();
+      const started = deferred();
+      const first = a!.run('polled', async () => {
+        order.push('a');
+        started.resolve();
+        await holding.promise;
+        return 1;
+      });
+      await started.promise;
+      const second = b!.run('polled', async () => {
+        order.push('b');
+        return 2;
+      });
+      await sleep(40);
+      // No one listens: the release reaches no subscriber.
+      const channel = releaseChannel(locks[0]!.redisKey('polled'));
+      expect(await shardSubscribers(own.client(), channel)).toBe(0);
+      holding.resolve();
+      expect(await Promise.all([first, second])).toEqual([1, 2]);
+      expect(order).toEqual(['a', 'b']);
+      a!.close();
+      b!.close();
+    } finally {
+      await own.stop();
+    }
   });
 });

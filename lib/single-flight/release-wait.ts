@@ -1,0 +1,123 @@
+import type { RedisScriptClient } from '../types/clients.js';
+import { releaseChannel } from '../redis/keys.js';
+import { lockPttl } from '../redis/plain-commands.js';
+import {
+  releaseSubscriberFor,
+  type DuplicableClient,
+  type Listening,
+  type ReleaseSubscriber,
+} from './release-subscriber.js';
+
+/** Backstop when the PTTL cannot be read (Redis trouble, or a key without expiry). */
+const FALLBACK_POLL_MS = 1000;
+/** Added to the PTTL backstop, so the waiter wakes just after Redis expired the key. */
+const EXPIRY_MARGIN_MS = 5;
+/** How often a waiter tries again while the subscriber is unusable. */
+const POLL_MS = 50;
+
+/** Jittered by a fifth either way, so that waiters do not poll in lockstep. */
+const poll = (): number => POLL_MS * (0.8 + Math.random() * 0.4);
+
+const subscriberOf = (client: RedisScriptClient): ReleaseSubscriber =>
+  releaseSubscriberFor(client as unknown as DuplicableClient);
+
+/**
+ * How a busy caller waits for the holder's release: SSUBSCRIBE on the lock's release channel (one
+ * shared connection per client), then PTTL, so that a release before the subscription or a holder
+ * that crashed never keeps a waiter past the lock's expiry. While the subscriber is unusable (no
+ * SSUBSCRIBE on this Redis, a lost connection) the waiter polls instead. Never rejects.
+ */
+export class ReleaseWait {
+  /** Failures told already: every waiter listening at the time hears of the same one. */
+  private readonly told = new WeakSet<Error>();
+  private client: RedisScriptClient | undefined;
+
+  constructor(
+    private readonly getClient: () => Promise<RedisScriptClient>,
+    private readonly onError: (error: Error) => void,
+  ) {}
+
+  /** Whether a release would reach a waiter now; opens no connection. */
+  async subscriberUsable(): Promise<boolean> {
+    const client = await this.resolveClient();
+    return client !== undefined && subscriberOf(client).usable;
+  }
+
+  /** Closes the subscriber connection of the client waited on so far (at shutdown). */
+  close(): void {
+    if (this.client) subscriberOf(this.client).close();
+  }
+
+  /** Resolves when the lock at `redisKey` may be free, or at `deadline` (ms since the epoch). */
+  async waitForRelease(redisKey: string, deadline: number): Promise<void> {
+    if (Date.now() >= deadline) return;
+    let woke = false;
+    let wake!: () => void;
+    const woken = new Promise<void>((resolve) => {
+      wake = () => {
+        woke = true;
+        resolve();
+      };
+    });
+    const timers: NodeJS.Timeout[] = [];
+    const at = (ms: number): void => void timers.push(setTimeout(wake, Math.max(0, ms)));
+    at(deadline - Date.now());
+    let listening: Listening | undefined;
+    try {
+      const client = await Promise.race([this.resolveClient(), woken.then(() => undefined)]);
+      if (woke) return;
+      if (client) {
+        const subscriber = subscriberOf(client);
+        const usable = subscriber.usable;
+        listening = subscriber.listen(releaseChannel(redisKey), wake, (error) => this.tell(error));
+        // No release message can come, or (a retry on a connection that is down) not soon.
+        if (!usable) at(poll());
+        const subscribed = await Promise.race([listening.ready, woken.then(() => false)]);
+        if (woke) return;
+        if (!subscribed) {
+          if (usable) at(poll());
+          return await woken;
+        }
+      }
+      const remaining = client
+        ? await Promise.race([this.pttl(client, redisKey), woken.then(() => undefined)])
+        : -1;
+      if (woke || remaining === -2) return;
+      at(
+        remaining !== undefined && remaining >= 0 ? remaining + EXPIRY_MARGIN_MS : FALLBACK_POLL_MS,
+      );
+      await woken;
+    } finally {
+      for (const timer of timers) clearTimeout(timer);
+      listening?.close();
+    }
+  }
+
+  private tell(error: Error): void {
+    if (this.told.has(error)) return;
+    this.told.add(error);
+    try {
+      this.onError(error);
+    } catch {
+      // The owner's error is the owner's: the waiter goes on.
+    }
+  }
+
+  /** The client, or `undefined` (then the fallback poll) when it cannot be had. */
+  private async resolveClient(): Promise<RedisScriptClient | undefined> {
+    try {
+      return (this.client = await this.getClient());
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The PTTL, or -1 (the fallback poll) when Redis could not be asked. */
+  private async pttl(client: RedisScriptClient, redisKey: string): Promise<number> {
+    try {
+      return await lockPttl(client, redisKey);
+    } catch {
+      return -1;
+    }
+  }
+}
