@@ -9,10 +9,8 @@ import {
   type LockClient,
   type RedisClientFactory,
 } from './redis/client.js';
-import { type RedisScriptClient } from './types/clients.js';
 import { connectFailFast } from './redis/client-defaults.js';
 import { closeNodeRedis } from './redis/node-redis-client.js';
-import { releaseSubscriberFor, type DuplicableClient } from './single-flight/release-subscriber.js';
 
 interface Closable {
   quit?: () => Promise<unknown>;
@@ -23,23 +21,12 @@ interface Closable {
 const QUIT_TIMEOUT_MS = 1000;
 
 /**
- * The clients one `BufferLockModule` made (from a factory, a URL, ioredis options or `memory://`)
- * and the subscriber connections it duplicated: closed at shutdown. A client passed in is not.
+ * The clients one `BufferLockModule` made (from a factory, a URL, ioredis options or `memory://`):
+ * closed at shutdown. A client passed in is not (the engine closes its own subscriber).
  */
 @Injectable()
 export class BufferLockClients {
   private readonly made = new Set<LockClient>();
-  private readonly subscribed = new Set<RedisScriptClient>();
-
-  subscribingThrough(
-    getClient: () => Promise<RedisScriptClient>,
-  ): () => Promise<RedisScriptClient> {
-    return async () => {
-      const client = await getClient();
-      this.subscribed.add(client);
-      return client;
-    };
-  }
 
   factoryFor(connection: RedisConnection): LockClient | RedisClientFactory {
     if (typeof connection === 'function') return this.tracked(connection);
@@ -52,10 +39,6 @@ export class BufferLockClients {
   }
 
   async closeAll(): Promise<void> {
-    for (const client of this.subscribed) {
-      releaseSubscriberFor(client as unknown as DuplicableClient).close();
-    }
-    this.subscribed.clear();
     const clients = [...this.made];
     this.made.clear();
     await Promise.all(

@@ -44,7 +44,7 @@ export const SUBSCRIBER_STATE: unique symbol = Symbol('subscriberState');
  * if (details.subscriber === 'unusable') logger.warn('busy callers poll until pub/sub is back');
  * ```
  */
-export type SubscriberState = 'usable' | 'unusable' | 'none';
+export type SubscriberState = 'usable' | 'unusable';
 
 export interface SingleFlightEngineOptions {
   readonly lock: SingleFlightLock;
