@@ -132,6 +132,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       entries: this.entries,
       now: this.now,
       events: this,
+      onRedisError: this.options.onRedisError,
     });
     this.refreshes = new StaleRefresh({
       lock: this.lock,

@@ -35,6 +35,7 @@ export interface EntryBuilderParts {
   readonly now: () => number;
   /** Where `'built'` and `'shared'` are emitted: the cache. */
   readonly events: EventEmitter<BufferCacheEvents>;
+  readonly onRedisError: 'proceed' | 'throw';
 }
 
 /**
@@ -52,12 +53,14 @@ export class EntryBuilder {
   private readonly entries: EntryStore;
   private readonly now: () => number;
   private readonly events: EventEmitter<BufferCacheEvents>;
+  private readonly onRedisError: 'proceed' | 'throw';
 
   constructor(parts: EntryBuilderParts) {
     this.engine = parts.engine;
     this.entries = parts.entries;
     this.now = parts.now;
     this.events = parts.events;
+    this.onRedisError = parts.onRedisError;
   }
 
   /**
@@ -97,7 +100,7 @@ export class EntryBuilder {
       lockTimeout: settings.lockTimeout,
       onBusy,
       share: false,
-      onRedisError: 'proceed',
+      onRedisError: this.onRedisError,
       maxHold: undefined,
     } as const;
     // The flight's own trace gives the cache's its wait and hold.
