@@ -1,87 +1,57 @@
 import type { EventEmitter } from 'node:events';
 import type { LockGuard } from '../lock/lock-results.js';
+import type { CacheSettings } from '../options/cache.options.js';
 import { currentFlight } from '../single-flight/flight-context.js';
 import { CROSS_PROCESS, type SingleFlightEngine } from '../single-flight/single-flight.engine.js';
-import type { CacheTrace, FlightTrace } from '../telemetry/channels.js';
+import { keyHashOf, type CacheTrace, type FlightTrace } from '../telemetry/channels.js';
 import type { BufferCacheEvents } from '../types/events.js';
-import type { CacheSettings } from '../options/cache.options.js';
 import type { EntryStore } from './entry-store.js';
 
-/**
- * What one build of an entry gave: the value, and whether this process ran the factory for it.
- *
- * @example
- * ```ts
- * const shared: Built = { value: report, built: false }; // another worker built it
- * ```
- */
+/** One build's value, and whether this process ran the factory for it. */
 export interface Built {
   readonly value: unknown;
   readonly built: boolean;
 }
 
-/**
- * What an {@link EntryBuilder} works with.
- *
- * @example
- * ```ts
- * const parts: EntryBuilderParts = { engine, entries, now: Date.now, events: cache };
- * ```
- */
 export interface EntryBuilderParts {
   readonly engine: SingleFlightEngine;
   readonly entries: EntryStore;
-  /** The clock of entry freshness, in epoch ms. */
   readonly now: () => number;
-  /** Where `'built'` and `'shared'` are emitted: the cache. */
   readonly events: EventEmitter<BufferCacheEvents>;
   readonly onRedisError: 'proceed' | 'throw';
 }
 
-/**
- * Builds cache entries once across the fleet: the factory runs under the Redis lock of the key
- * and the entry is written as the lock is released, or taken from the worker that built it.
- *
- * @example
- * ```ts
- * const builder = new EntryBuilder({ engine, entries, now: Date.now, events: cache });
- * const built = await builder.build(key, lock.redisKey(key), factory, settings, 'wait');
- * ```
- */
+/** A lookup's or a refresh's trace: the key itself only with `traceKeys`. */
+export function cacheTraceOf(
+  key: string,
+  lockKey: string,
+  traceKeys: boolean,
+  role?: CacheTrace['role'],
+): CacheTrace {
+  const keyHash = keyHashOf(lockKey);
+  return traceKeys ? { keyHash, key, role } : { keyHash, role };
+}
+
+/** Builds an entry once across the fleet, under the key's lock; a woken waiter reads it instead. */
 export class EntryBuilder {
-  private readonly engine: SingleFlightEngine;
-  private readonly entries: EntryStore;
-  private readonly now: () => number;
-  private readonly events: EventEmitter<BufferCacheEvents>;
-  private readonly onRedisError: 'proceed' | 'throw';
+  constructor(private readonly parts: EntryBuilderParts) {}
 
-  constructor(parts: EntryBuilderParts) {
-    this.engine = parts.engine;
-    this.entries = parts.entries;
-    this.now = parts.now;
-    this.events = parts.events;
-    this.onRedisError = parts.onRedisError;
-  }
-
-  /**
-   * One build across processes: under the lock the store is read again (another worker may have
-   * just built the entry), then the factory runs and the entry is written as the lock is released.
-   * A woken waiter takes the entry instead of building. `'skip'`: none if another worker builds.
-   * `failed`: what a failed build does with the lock it held (the refresh's back-off).
-   */
+  /** `failed`: what a failed build does with the lock it held (the refresh's back-off). */
   async build(
     key: string,
     lockKey: string,
     factory: () => unknown,
     settings: CacheSettings,
     onBusy: 'wait' | 'skip',
-    trace?: CacheTrace,
+    trace: CacheTrace,
     failed?: (guard: LockGuard) => Promise<void>,
   ): Promise<Built | undefined> {
+    const { engine, entries, now, events, onRedisError } = this.parts;
     let payload: string | undefined;
+    // Read again under the lock: another worker may have just written the entry.
     const fresh = async (): Promise<{ value: Built } | undefined> => {
-      const entry = await this.entries.read(key, lockKey);
-      return entry && this.now() < entry.freshUntil
+      const entry = await entries.read(key, lockKey);
+      return entry && now() < entry.freshUntil
         ? { value: { value: entry.value, built: false } }
         : undefined;
     };
@@ -89,10 +59,10 @@ export class EntryBuilder {
       const found = await fresh();
       if (found) return found.value;
       const value = await factory();
-      const text = this.entries.encode(key, value, settings);
+      const text = entries.encode(key, value, settings);
       // Without the lock no release follows: the entry is written here.
       if (currentFlight()?.locked) payload = text;
-      else await this.entries.write(key, lockKey, text, settings);
+      else await entries.write(key, lockKey, text, settings);
       return { value, built: true };
     };
     const flight = {
@@ -100,29 +70,26 @@ export class EntryBuilder {
       lockTimeout: settings.lockTimeout,
       onBusy,
       share: false,
-      onRedisError: this.onRedisError,
+      onRedisError,
       maxHold: undefined,
-    } as const;
-    // The flight's own trace gives the cache's its wait and hold.
-    const times: FlightTrace | undefined = trace && { keyHash: trace.keyHash };
+    };
     const hooks = {
       peek: fresh,
-      release: (guard: LockGuard) => this.entries.writeAndRelease(guard, key, payload, settings),
+      release: (guard: LockGuard) => entries.writeAndRelease(guard, key, payload, settings),
       failed,
     };
+    const times: FlightTrace = { keyHash: trace.keyHash };
     let outcome: Built | undefined;
     try {
-      outcome = (await this.engine[CROSS_PROCESS](key, lockKey, work, flight, hooks, times)) as
+      outcome = (await engine[CROSS_PROCESS](key, lockKey, work, flight, hooks, times)) as
         Built | undefined;
     } finally {
-      if (trace && times) {
-        trace.waitMs = times.waitMs;
-        trace.holdMs = times.holdMs;
-      }
+      trace.waitMs = times.waitMs;
+      trace.holdMs = times.holdMs;
     }
-    if (trace) trace.built = outcome?.built ?? false;
-    if (outcome?.built) this.events.emit('built', key);
-    else if (outcome && onBusy === 'wait') this.events.emit('shared', key);
+    trace.built = outcome?.built ?? false;
+    if (outcome?.built) events.emit('built', key);
+    else if (outcome && onBusy === 'wait') events.emit('shared', key);
     return outcome;
   }
 }
