@@ -13,25 +13,17 @@ import { lastValueFrom, of, throwError, type Observable } from 'rxjs';
 import { BufferCache, LOOKUP, type CacheLookup } from './buffer-cache.service.js';
 import type { BufferCacheOptions } from '../options/cache.options.js';
 
-// The metadata keys of `@CacheKey()` and `@CacheTTL()` from @nestjs/cache-manager, spelled out so
-// that the package (an optional peer) is never loaded.
+// `@CacheKey()`'s and `@CacheTTL()`'s metadata keys: @nestjs/cache-manager (an optional peer) is
+// never loaded.
 const CACHE_KEY_METADATA = 'cache_module:cache_key';
 const CACHE_TTL_METADATA = 'cache_module:cache_ttl';
 
-/** `@CacheTTL(0)` means "never expires" in cache-manager: here, one hundred years. */
+// `@CacheTTL(0)` is "never expires" in cache-manager.
 const FOREVER_SECONDS = 100 * 365 * 24 * 3600;
 
 type CacheKeyFactory = (context: ExecutionContext) => string | undefined | null;
 type CacheTtlFactory = (context: ExecutionContext) => number | Promise<number>;
 
-/**
- * What `X-Cache` says: the lookup's status, as CacheInterceptor spells its own.
- *
- * @example
- * ```ts
- * const status: CacheHeaderStatus = 'stale'; // sent as `X-Cache: STALE`
- * ```
- */
 export type CacheHeaderStatus = CacheLookup<unknown>['status'];
 
 const HEADERS: Readonly<Record<CacheHeaderStatus, string>> = {
@@ -40,12 +32,12 @@ const HEADERS: Readonly<Record<CacheHeaderStatus, string>> = {
   stale: 'STALE',
 };
 
-/** A handler's response that is sent but never cached (a `StreamableFile`, read only once). */
+// A `StreamableFile` is read once: sent, never cached.
 class Uncacheable {
   constructor(readonly value: unknown) {}
 }
 
-/** A non-object the handler threw, carried through the cache and thrown again as it was. */
+// A non-object the handler threw, carried through the cache and thrown again as it was.
 class Thrown {
   constructor(readonly value: unknown) {}
 }
@@ -54,17 +46,9 @@ const isObject = (value: unknown): value is object =>
   (typeof value === 'object' && value !== null) || typeof value === 'function';
 
 /**
- * A drop-in replacement for `@nestjs/cache-manager`'s `CacheInterceptor` that builds a missing
- * entry once across the whole fleet: the same routes are cached (GET by default, keyed by
- * `@CacheKey()` or the request URL), `@CacheTTL()` is honoured (milliseconds, as in cache-manager;
- * a function of the `ExecutionContext` too) and the same bodies and status codes are sent. A cold
- * key under load runs its handler once in the fleet while the other requests wait for the entry;
- * with `grace` in the module's `cacheDefaults`, an expired entry is served at once while one worker
- * refreshes it. `X-Cache` is `HIT`, `MISS` or `STALE`. A handler's error is sent as it is and not
- * cached; a `StreamableFile` is sent and not cached; other methods pass through untouched.
- * Entries live in the module's cache store (`cache` option, default: the lock's Redis), with
- * `cacheDefaults.ttl` for routes without `@CacheTTL()`. Needs `BufferLockModule` visible to the
- * module that uses it; `@nestjs/cache-manager` is only needed for its decorators.
+ * A drop-in for `@nestjs/cache-manager`'s `CacheInterceptor` (same routes, keys, `@CacheKey()`,
+ * `@CacheTTL()` in ms) whose missing entry is built once across the fleet; `X-Cache` says `HIT`,
+ * `MISS` or `STALE`. Handler errors and `StreamableFile`s are sent, never cached.
  *
  * @example
  * ```ts
@@ -93,10 +77,9 @@ export class BufferCacheInterceptor implements NestInterceptor {
   @Inject(HttpAdapterHost)
   protected readonly httpAdapterHost?: HttpAdapterHost;
 
-  /** The request methods that are cached. */
   protected allowedMethods: string[] = ['GET'];
 
-  /** The errors the handlers threw: passed on as they are, unlike the cache's own. */
+  // Passed on as they are, unlike the cache's own errors.
   private readonly handlerErrors = new WeakSet<object>();
 
   constructor(
@@ -160,11 +143,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
     }
   }
 
-  /**
-   * The cache key of the request: `@CacheKey()` (a string, or a function of the context) when the
-   * handler has one, else the request URL for a cacheable HTTP request, else none (not cached).
-   * Outside an HTTP app only `@CacheKey()` routes are cached.
-   */
+  /** `@CacheKey()`, else the URL of a cacheable HTTP request, else none (not cached). */
   protected trackBy(
     context: ExecutionContext,
   ): Promise<string | undefined | null> | string | undefined | null {
@@ -185,13 +164,11 @@ export class BufferCacheInterceptor implements NestInterceptor {
     return httpAdapter.getRequestUrl(request) as string;
   }
 
-  /** Whether the request is cached: its method is one of `allowedMethods` (GET). */
   protected isRequestCacheable(context: ExecutionContext): boolean {
     const request = context.switchToHttp().getRequest<{ method?: string } | undefined>();
     return this.allowedMethods.includes(request?.method as string);
   }
 
-  /** Sets `X-Cache` on an HTTP response, through the app's HTTP adapter (Express, Fastify). */
   protected setHeadersWhenHttp(context: ExecutionContext, status: CacheHeaderStatus): void {
     const httpAdapter = this.httpAdapterHost?.httpAdapter;
     if (!httpAdapter || context.getType() !== 'http') return;
@@ -200,10 +177,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
   }
 }
 
-/**
- * The options of a `@CacheTTL()` in milliseconds: none (the module's `cacheDefaults`) when there
- * is no TTL, `'uncached'` for a negative one. What is not a number is handed on to be refused.
- */
+/** `@CacheTTL()` (ms) as cache options; what is no number is handed on to be refused. */
 function optionsOf(ttl: unknown): BufferCacheOptions | undefined | 'uncached' {
   if (ttl === null || ttl === undefined) return undefined;
   if (typeof ttl !== 'number' || Number.isNaN(ttl)) return { ttl: ttl as number };
