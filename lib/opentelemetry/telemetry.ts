@@ -4,6 +4,7 @@ import {
   SpanStatusCode,
   trace,
   type Attributes,
+  type AttributeValue,
   type Context,
   type MeterProvider,
   type Span,
@@ -20,47 +21,36 @@ import {
   type LockLostMessage,
 } from '../telemetry/channels.js';
 
-/** The instrumentation scope of the library's spans and metrics. */
 const SCOPE = 'nestjs-buffer-lock';
 
-/**
- * Where {@link enableBufferLockTelemetry} sends spans and metrics. Each one left out is the
- * global provider of `@opentelemetry/api` (what the OpenTelemetry SDK registers).
- *
- * @example
- * ```ts
- * const options: BufferLockTelemetryOptions = { tracerProvider, meterProvider };
- * ```
- */
+/** Where spans and metrics go; each one left out is `@opentelemetry/api`'s global provider. */
 export interface BufferLockTelemetryOptions {
   readonly tracerProvider?: TracerProvider;
   readonly meterProvider?: MeterProvider;
 }
 
-/** The span attributes of a trace: the key's hash, the key only when the trace has it. */
+const ATTRIBUTES = {
+  key: 'buffer_lock.key',
+  role: 'buffer_lock.role',
+  waitMs: 'buffer_lock.wait_ms',
+  holdMs: 'buffer_lock.hold_ms',
+  outcome: 'buffer_lock.outcome',
+  locked: 'buffer_lock.locked',
+  unlockedReason: 'buffer_lock.unlocked_reason',
+  built: 'buffer_lock.built',
+} as const;
+
 function spanAttributes(context: FlightTrace | CacheTrace): Attributes {
   const attributes: Attributes = { 'buffer_lock.key_hash': context.keyHash };
-  if (context.key !== undefined) attributes['buffer_lock.key'] = context.key;
-  if (context.role !== undefined) attributes['buffer_lock.role'] = context.role;
-  if (context.waitMs !== undefined) attributes['buffer_lock.wait_ms'] = context.waitMs;
-  if (context.holdMs !== undefined) attributes['buffer_lock.hold_ms'] = context.holdMs;
-  if (context.outcome !== undefined) attributes['buffer_lock.outcome'] = context.outcome;
-  if ('locked' in context && context.locked !== undefined) {
-    attributes['buffer_lock.locked'] = context.locked;
-  }
-  if ('unlockedReason' in context && context.unlockedReason !== undefined) {
-    attributes['buffer_lock.unlocked_reason'] = context.unlockedReason;
-  }
-  if ('built' in context && context.built !== undefined) {
-    attributes['buffer_lock.built'] = context.built;
+  for (const [field, name] of Object.entries(ATTRIBUTES)) {
+    const value = (context as unknown as Record<string, AttributeValue | undefined>)[field];
+    if (value !== undefined) attributes[name] = value;
   }
   return attributes;
 }
 
-/**
- * `handle`, made harmless: a channel reports a subscriber's error as an uncaught exception, and a
- * broken provider must not take the app down with it.
- */
+// A channel reports a subscriber's error as an uncaught exception: a broken provider must not
+// take the app down.
 const safely =
   (handle: (message: unknown) => void) =>
   (message: unknown): void => {
@@ -71,7 +61,6 @@ const safely =
     }
   };
 
-/** Ends `span` with the trace's attributes, and its error as an exception. */
 function finish(span: Span, context: FlightTrace | CacheTrace): void {
   span.setAttributes(spanAttributes(context));
   if (context.outcome === 'error') {
@@ -86,20 +75,9 @@ function finish(span: Span, context: FlightTrace | CacheTrace): void {
 }
 
 /**
- * Turns the library's diagnostics channels into OpenTelemetry spans and metrics, and returns the
- * function that stops it (unsubscribes; calling it again does nothing). The channels are the one
- * source: nothing else in the library knows of OpenTelemetry.
- *
- * - Spans: `buffer_lock.flight` for each `@SingleFlight` call or `SingleFlightEngine.run`,
- *   `buffer_lock.cache.miss` and `buffer_lock.cache.refresh` for cache lookups that missed and for
- *   background refreshes; each a child of the span active where the call was made, with the
- *   attributes `buffer_lock.key_hash`, `buffer_lock.role`, `buffer_lock.wait_ms`,
- *   `buffer_lock.hold_ms`, `buffer_lock.outcome` (and `buffer_lock.key` with `traceKeys: true`).
- * - Counters: `buffer_lock.cache.hits`, `.misses`, `.stale`, `.refreshes`;
- *   `buffer_lock.flight.leaders`, `.waiters`, `.shared`; `buffer_lock.lock.lost` (by `reason`);
- *   `buffer_lock.breaker.transitions` (by `state` and `previous`).
- * - Histograms (ms): `buffer_lock.wait.duration` and `buffer_lock.hold.duration`, by `source`
- *   (`flight` or `cache`).
+ * Turns the library's diagnostics channels into OpenTelemetry spans (`buffer_lock.flight`,
+ * `buffer_lock.cache.miss`, `buffer_lock.cache.refresh`), counters and wait/hold histograms.
+ * Returns the function that stops it.
  *
  * @example
  * ```ts
@@ -159,7 +137,7 @@ export function enableBufferLockTelemetry(options: BufferLockTelemetryOptions = 
     error() {},
   };
 
-  // A lookup's span is made when it ends, as a miss or a refresh: hits make none.
+  // A lookup's span is made when it ends, and only for a miss or a refresh.
   const cacheStarts = new WeakMap<object, { at: number; parent: Context }>();
   const cacheHandlers = {
     start: safely((message) => {
