@@ -52,23 +52,12 @@ const isObject = (value: unknown): value is object =>
  *
  * @example
  * ```ts
- * @Controller('reports')
+ * @Get('daily')
  * @UseInterceptors(BufferCacheInterceptor)
- * export class ReportsController {
- *   @Get('daily')
- *   @CacheKey('daily-report')
- *   @CacheTTL(30_000)
- *   daily(): Promise<Report> {
- *     return this.reports.buildDaily();
- *   }
+ * @CacheTTL(30_000)
+ * daily(): Promise<Report> {
+ *   return this.reports.buildDaily();
  * }
- *
- * // or for every route of the app:
- * @Module({
- *   imports: [BufferLockModule.forRoot({ redis: process.env.REDIS_URL!, cacheDefaults: { ttl: 60 } })],
- *   providers: [{ provide: APP_INTERCEPTOR, useClass: BufferCacheInterceptor }],
- * })
- * export class AppModule {}
  * ```
  */
 @Injectable()

@@ -22,7 +22,6 @@ import { cacheChannel, nowMs, traced, type CacheTrace } from '../telemetry/chann
 import type { BufferCacheEvents } from '../types/events.js';
 import { cacheTraceOf, EntryBuilder, type Built } from './entry-builder.js';
 import { EntryStore } from './entry-store.js';
-import { StaleRefresh } from './stale-refresh.js';
 
 /** One lookup's value and how it was had (the interceptor's `X-Cache`). */
 export interface CacheLookup<T> {
@@ -66,7 +65,6 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   private readonly now: () => number;
   private readonly entries: EntryStore;
   private readonly builder: EntryBuilder;
-  private readonly refreshes: StaleRefresh;
   private readonly builds = new LocalFlights();
   // Settings by their values: callers pass a new literal each call, and validating costs.
   private readonly kept = new Map<string, CacheSettings>();
@@ -86,27 +84,26 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       lockTimeout: cacheDefaults.lockTimeout ?? options.lockTimeout,
     };
     const log = new ThrottledLog(options.logger, messages, options.logInterval * 1000, now);
-    const serializer = options.serializer ?? JSON_RESULT_SERIALIZER;
-    const cache = given.store ?? options.cache;
-    const prefix = options.cachePrefix;
-    this.entries = new EntryStore({ lock, cache, prefix, serializer, messages, log, now });
-    const { onRedisError } = options;
-    this.builder = new EntryBuilder({
-      engine,
-      entries: this.entries,
-      now,
-      events: this,
-      onRedisError,
-    });
-    const { traceKeys, builder } = this;
-    this.refreshes = new StaleRefresh({
+    const entries = (this.entries = new EntryStore({
       lock,
+      cache: given.store ?? options.cache,
+      prefix: options.cachePrefix,
+      serializer: options.serializer ?? JSON_RESULT_SERIALIZER,
       messages,
       log,
       now,
-      traceKeys,
+    }));
+    const { onRedisError, traceKeys } = options;
+    this.builder = new EntryBuilder({
+      lock,
+      engine,
+      entries,
+      messages,
+      log,
+      now,
       events: this,
-      builder,
+      onRedisError,
+      traceKeys,
     });
   }
 
@@ -176,7 +173,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     if (entry && now < entry.staleUntil) {
       trace.role = 'stale';
       this.emit('stale', key);
-      const refreshed = this.refreshes.refresh(key, lockKey, factory, settings);
+      const refreshed = this.builder.refresh(key, lockKey, factory, settings);
       const fresh = settings.timeout > 0 && (await settledWithin(refreshed, settings.timeout));
       if (fresh) return { value: fresh.value as Awaited<T>, status: 'miss' };
       return { value: entry.value as Awaited<T>, status: 'stale' };

@@ -21,18 +21,12 @@ export interface BufferCacheStore {
   delete(key: string): Promise<unknown> | unknown;
 }
 
-interface CacheManagerLike {
-  get(key: string): Promise<unknown>;
-  set(key: string, value: unknown, ttl?: number): Promise<unknown>;
-  del(key: string): Promise<unknown>;
-}
-
 /** A cache-manager `Cache` (it has `del`, and TTLs in ms) is adapted; Keyv is used as it is. */
 export function cacheStoreOf(cache: object): BufferCacheStore {
   if (!hasMethods('get', 'set', 'del')(cache) || hasMethods('delete')(cache)) {
     return cache as BufferCacheStore;
   }
-  const manager = cache as CacheManagerLike;
+  const manager = cache as BufferCacheStore & { del(key: string): unknown };
   return {
     get: (key) => manager.get(key),
     set: (key, value, ttlMs) => manager.set(key, value, ttlMs),

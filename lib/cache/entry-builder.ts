@@ -1,9 +1,19 @@
 import type { EventEmitter } from 'node:events';
 import type { LockGuard } from '../lock/lock-results.js';
+import type { RedisLockService } from '../lock/redis-lock.service.js';
+import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import { errorText } from '../messages/error-text.js';
 import type { CacheSettings } from '../options/cache.options.js';
 import { currentFlight } from '../single-flight/flight-context.js';
 import { CROSS_PROCESS, type SingleFlightEngine } from '../single-flight/single-flight.engine.js';
-import { keyHashOf, type CacheTrace, type FlightTrace } from '../telemetry/channels.js';
+import type { ThrottledLog } from '../single-flight/throttled-log.js';
+import {
+  cacheChannel,
+  keyHashOf,
+  traced,
+  type CacheTrace,
+  type FlightTrace,
+} from '../telemetry/channels.js';
 import type { BufferCacheEvents } from '../types/events.js';
 import type { EntryStore } from './entry-store.js';
 
@@ -14,12 +24,18 @@ export interface Built {
 }
 
 export interface EntryBuilderParts {
+  readonly lock: RedisLockService;
   readonly engine: SingleFlightEngine;
   readonly entries: EntryStore;
+  readonly messages: BufferLockMessages;
+  readonly log: ThrottledLog;
   readonly now: () => number;
   readonly events: EventEmitter<BufferCacheEvents>;
   readonly onRedisError: 'proceed' | 'throw';
+  readonly traceKeys: boolean;
 }
+
+const MAX_BACKOFF_MS = 30_000;
 
 /** A lookup's or a refresh's trace: the key itself only with `traceKeys`. */
 export function cacheTraceOf(
@@ -32,8 +48,16 @@ export function cacheTraceOf(
   return traceKeys ? { keyHash, key, role } : { keyHash, role };
 }
 
-/** Builds an entry once across the fleet, under the key's lock; a woken waiter reads it instead. */
+/**
+ * Builds entries once across the fleet, under the key's lock (a woken waiter reads the entry
+ * instead), and refreshes stale ones in the background: one refresh per key per process, none
+ * while another worker refreshes it, none in the fleet for a back-off after a failure (1 s
+ * doubling, 30 s at most).
+ */
 export class EntryBuilder {
+  private readonly refreshes = new Map<string, Promise<Built | undefined>>();
+  private readonly backoff = new Map<string, { until: number; failures: number }>();
+
   constructor(private readonly parts: EntryBuilderParts) {}
 
   /** `failed`: what a failed build does with the lock it held (the refresh's back-off). */
@@ -91,5 +115,64 @@ export class EntryBuilder {
     if (outcome?.built) events.emit('built', key);
     else if (outcome && onBusy === 'wait') events.emit('shared', key);
     return outcome;
+  }
+
+  /** Resolves `undefined` when skipped, or failed (logged, `'refresh-failed'`); never rejects. */
+  refresh(
+    key: string,
+    lockKey: string,
+    factory: () => unknown,
+    settings: CacheSettings,
+  ): Promise<Built | undefined> {
+    const running = this.refreshes.get(lockKey);
+    if (running) return running;
+    const { now, events, traceKeys } = this.parts;
+    if ((this.backoff.get(lockKey)?.until ?? 0) > now()) return Promise.resolve(undefined);
+    events.emit('refresh', key);
+    const hold = (guard: LockGuard): Promise<void> => this.holdAfterFailure(guard, lockKey);
+    const trace = cacheTraceOf(key, lockKey, traceKeys, 'refresh');
+    const refresh = traced(cacheChannel, trace, async () => {
+      const built = await this.build(key, lockKey, factory, settings, 'skip', trace, hold);
+      if (built === undefined) trace.outcome = 'skipped';
+      return built;
+    }).then(
+      (built) => {
+        this.backoff.delete(lockKey);
+        return built;
+      },
+      (error: unknown) => {
+        this.refreshFailed(key, lockKey, error);
+        return undefined;
+      },
+    );
+    this.refreshes.set(lockKey, refresh);
+    void refresh.then(() => this.refreshes.delete(lockKey));
+    return refresh;
+  }
+
+  /** A failed refresh keeps the lock for the back-off: no worker in the fleet retries before. */
+  private async holdAfterFailure(guard: LockGuard, lockKey: string): Promise<void> {
+    const { lock, now } = this.parts;
+    const failures = (this.backoff.get(lockKey)?.failures ?? 0) + 1;
+    const ms = Math.min(MAX_BACKOFF_MS, 1000 * 2 ** (failures - 1));
+    this.backoff.set(lockKey, { until: now() + ms, failures });
+    const [extended] = await lock.extend(guard, ms / 1000);
+    if (!extended) await lock.release(guard);
+  }
+
+  private refreshFailed(key: string, lockKey: string, error: unknown): void {
+    const { messages, log, now, events } = this.parts;
+    const state = this.backoff.get(lockKey) ?? { until: now() + 1000, failures: 1 };
+    this.backoff.set(lockKey, state);
+    const line = messages.render('cache_refresh_failed', {
+      ERROR: errorText(error),
+      SECONDS: Math.max(1, Math.round((state.until - now()) / 1000)),
+    });
+    log.warn('cache_refresh_failed', line);
+    try {
+      events.emit('refresh-failed', key, error);
+    } catch {
+      // A listener's error is the listener's.
+    }
   }
 }

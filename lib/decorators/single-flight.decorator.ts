@@ -24,22 +24,16 @@ import {
 const ENGINE: unique symbol = Symbol('BufferLock.engine');
 
 /**
- * Makes the method a single flight on `key` across every worker sharing one Redis: concurrent
- * calls in this process join one run; across processes one holder runs it under a Redis lock and
- * the others wait for its release, then run it, skip, or get a 409 (`onBusy`), or take its result
- * (`share: true`). The lock is extended while the method runs. An Observable method holds the
- * lock from subscription to completion. When Redis is in trouble the method runs without the
- * lock (logged), or fails with a 503 (`onRedisError: 'throw'`). The method becomes async.
+ * Makes the method a single flight on `key` across every worker sharing one Redis: one holder
+ * runs it under a Redis lock (extended while it runs); the others wait for its release, then run
+ * it, skip or get a 409 (`onBusy`), or take its result (`share: true`). With Redis in trouble it
+ * runs without the lock (logged), or fails with a 503 (`onRedisError: 'throw'`).
  *
  * @example
  * ```ts
- * @SingleFlight((id: string) => `report:${id}`)
- * async build(id: string): Promise<Report> {
- *   const cached = await this.cache.get<Report>(id); // built while this call waited?
- *   if (cached) return cached;
- *   const report = await this.render(id);
- *   await this.cache.set(id, report);
- *   return report;
+ * @SingleFlight((id: string) => `report:${id}`, { onBusy: 'wait' })
+ * async rebuild(id: string): Promise<Report> {
+ *   return this.reports.render(id); // one worker at a time, fleet-wide
  * }
  * ```
  */
@@ -107,13 +101,7 @@ export function SingleFlight<This, Args extends unknown[]>(
  *
  * @example
  * ```ts
- * @SingleFlight('nightly', { ttl: 30, maxHold: 3600 })
- * async nightly(): Promise<void> {
- *   for (const batch of batches) {
- *     SingleFlight.signal().throwIfAborted();
- *     await write(batch);
- *   }
- * }
+ * for (const batch of batches) await write(batch, { signal: SingleFlight.signal() });
  * ```
  */
 SingleFlight.signal = function signal(): AbortSignal {
@@ -126,12 +114,7 @@ SingleFlight.signal = function signal(): AbortSignal {
  *
  * @example
  * ```ts
- * @SingleFlight((id: string) => `report:${id}`)
- * async build(id: string): Promise<void> {
- *   await db.query('UPDATE report SET body = $1, fence = $2 WHERE id = $3 AND fence < $2', [
- *     await render(id), SingleFlight.fence(), id,
- *   ]);
- * }
+ * await db.query('UPDATE report SET body = $1, fence = $2 WHERE fence < $2', [body, SingleFlight.fence()]);
  * ```
  */
 SingleFlight.fence = function fence(): number | undefined {

@@ -22,6 +22,7 @@ import {
 } from '../telemetry/channels.js';
 
 const SCOPE = 'nestjs-buffer-lock';
+const IDLE = { end() {}, asyncStart() {}, error() {} };
 
 /** Where spans and metrics go; each one left out is `@opentelemetry/api`'s global provider. */
 export interface BufferLockTelemetryOptions {
@@ -120,12 +121,11 @@ export function enableBufferLockTelemetry(options: BufferLockTelemetryOptions = 
 
   const flightSpans = new WeakMap<object, Span>();
   const flightHandlers = {
+    ...IDLE,
     start: safely((message) => {
       const span = tracer.startSpan('buffer_lock.flight', {}, otelContext.active());
       flightSpans.set(message as object, span);
     }),
-    end() {},
-    asyncStart() {},
     asyncEnd: safely((message) => {
       const context = message as FlightTrace;
       if (context.role !== undefined) flightCounters[context.role].add(1);
@@ -134,17 +134,15 @@ export function enableBufferLockTelemetry(options: BufferLockTelemetryOptions = 
       flightSpans.delete(context);
       if (span) finish(span, context);
     }),
-    error() {},
   };
 
   // A lookup's span is made when it ends, and only for a miss or a refresh.
   const cacheStarts = new WeakMap<object, { at: number; parent: Context }>();
   const cacheHandlers = {
+    ...IDLE,
     start: safely((message) => {
       cacheStarts.set(message as object, { at: Date.now(), parent: otelContext.active() });
     }),
-    end() {},
-    asyncStart() {},
     asyncEnd: safely((message) => {
       const context = message as CacheTrace;
       const started = cacheStarts.get(context);
@@ -157,7 +155,6 @@ export function enableBufferLockTelemetry(options: BufferLockTelemetryOptions = 
       const name = context.role === 'miss' ? 'buffer_lock.cache.miss' : 'buffer_lock.cache.refresh';
       finish(tracer.startSpan(name, { startTime: started.at }, started.parent), context);
     }),
-    error() {},
   };
 
   const onLost = safely((message) => {
