@@ -24,14 +24,6 @@ const FOREVER_SECONDS = 100 * 365 * 24 * 3600;
 type CacheKeyFactory = (context: ExecutionContext) => string | undefined | null;
 type CacheTtlFactory = (context: ExecutionContext) => number | Promise<number>;
 
-export type CacheHeaderStatus = CacheLookup<unknown>['status'];
-
-const HEADERS: Readonly<Record<CacheHeaderStatus, string>> = {
-  hit: 'HIT',
-  miss: 'MISS',
-  stale: 'STALE',
-};
-
 // A `StreamableFile` is read once: sent, never cached.
 class Uncacheable {
   constructor(readonly value: unknown) {}
@@ -158,11 +150,14 @@ export class BufferCacheInterceptor implements NestInterceptor {
     return this.allowedMethods.includes(request?.method as string);
   }
 
-  protected setHeadersWhenHttp(context: ExecutionContext, status: CacheHeaderStatus): void {
+  protected setHeadersWhenHttp(
+    context: ExecutionContext,
+    status: CacheLookup<unknown>['status'],
+  ): void {
     const httpAdapter = this.httpAdapterHost?.httpAdapter;
     if (!httpAdapter || context.getType() !== 'http') return;
     const response: unknown = context.switchToHttp().getResponse();
-    httpAdapter.setHeader(response, 'X-Cache', HEADERS[status]);
+    httpAdapter.setHeader(response, 'X-Cache', status.toUpperCase());
   }
 }
 

@@ -14,13 +14,12 @@ import {
 } from '../options/cache.options.js';
 import { toMilliseconds } from '../options/seconds.js';
 import { validateOptions } from '../options/validate-options.js';
-import { JSON_RESULT_SERIALIZER } from '../serialization/result-serializer.js';
 import { LocalFlights } from '../single-flight/local-flights.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 import { ThrottledLog } from '../single-flight/throttled-log.js';
 import { cacheChannel, nowMs, traced, type CacheTrace } from '../telemetry/channels.js';
 import type { BufferCacheEvents } from '../types/events.js';
-import { cacheTraceOf, EntryBuilder, type Built } from './entry-builder.js';
+import { EntryBuilder, type Built } from './entry-builder.js';
 import { EntryStore } from './entry-store.js';
 
 /** One lookup's value and how it was had (the interceptor's `X-Cache`). */
@@ -60,7 +59,6 @@ const MAX_KEPT_SETTINGS = 1000;
 export class BufferCache extends EventEmitter<BufferCacheEvents> {
   private readonly lock: RedisLockService;
   private readonly messages: BufferLockMessages;
-  private readonly traceKeys: boolean;
   private readonly defaults: CacheSettings;
   private readonly now: () => number;
   private readonly entries: EntryStore;
@@ -76,7 +74,6 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     const options = resolveFlightOptions(given.options, lock.ttl, messages);
     const engine = given.engine ?? new SingleFlightEngine({ lock, options, messages });
     const now = (this.now = given.now ?? Date.now);
-    this.traceKeys = options.traceKeys;
     const { cacheDefaults } = options;
     this.defaults = {
       ...cacheDefaults,
@@ -84,27 +81,9 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       lockTimeout: cacheDefaults.lockTimeout ?? options.lockTimeout,
     };
     const log = new ThrottledLog(options.logger, messages, options.logInterval * 1000, now);
-    const entries = (this.entries = new EntryStore({
-      lock,
-      cache: given.store ?? options.cache,
-      prefix: options.cachePrefix,
-      serializer: options.serializer ?? JSON_RESULT_SERIALIZER,
-      messages,
-      log,
-      now,
-    }));
-    const { onRedisError, traceKeys } = options;
-    this.builder = new EntryBuilder({
-      lock,
-      engine,
-      entries,
-      messages,
-      log,
-      now,
-      events: this,
-      onRedisError,
-      traceKeys,
-    });
+    const parts = { lock, options, messages, log, now };
+    const entries = (this.entries = new EntryStore(parts, given.store ?? options.cache));
+    this.builder = new EntryBuilder({ ...parts, engine, entries, events: this });
   }
 
   /**
@@ -150,7 +129,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     } catch (error) {
       return Promise.reject(error);
     }
-    const trace = cacheTraceOf(key, lockKey, this.traceKeys);
+    const trace = this.builder.traceOf(key, lockKey);
     // Wrapping costs a hit measurably even when nobody listens.
     if (!cacheChannel.hasSubscribers) return this.lookup(key, lockKey, factory, settings, trace);
     return traced(cacheChannel, trace, () => this.lookup(key, lockKey, factory, settings, trace));

@@ -1,12 +1,9 @@
 import type { EventEmitter } from 'node:events';
 import type { LockGuard } from '../lock/lock-results.js';
-import type { RedisLockService } from '../lock/redis-lock.service.js';
-import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
 import type { CacheSettings } from '../options/cache.options.js';
 import { currentFlight } from '../single-flight/flight-context.js';
 import { CROSS_PROCESS, type SingleFlightEngine } from '../single-flight/single-flight.engine.js';
-import type { ThrottledLog } from '../single-flight/throttled-log.js';
 import {
   cacheChannel,
   keyHashOf,
@@ -15,7 +12,7 @@ import {
   type FlightTrace,
 } from '../telemetry/channels.js';
 import type { BufferCacheEvents } from '../types/events.js';
-import type { EntryStore } from './entry-store.js';
+import type { CacheParts, EntryStore } from './entry-store.js';
 
 /** One build's value, and whether this process ran the factory for it. */
 export interface Built {
@@ -23,30 +20,13 @@ export interface Built {
   readonly built: boolean;
 }
 
-export interface EntryBuilderParts {
-  readonly lock: RedisLockService;
+export interface EntryBuilderParts extends CacheParts {
   readonly engine: SingleFlightEngine;
   readonly entries: EntryStore;
-  readonly messages: BufferLockMessages;
-  readonly log: ThrottledLog;
-  readonly now: () => number;
   readonly events: EventEmitter<BufferCacheEvents>;
-  readonly onRedisError: 'proceed' | 'throw';
-  readonly traceKeys: boolean;
 }
 
 const MAX_BACKOFF_MS = 30_000;
-
-/** A lookup's or a refresh's trace: the key itself only with `traceKeys`. */
-export function cacheTraceOf(
-  key: string,
-  lockKey: string,
-  traceKeys: boolean,
-  role?: CacheTrace['role'],
-): CacheTrace {
-  const keyHash = keyHashOf(lockKey);
-  return traceKeys ? { keyHash, key, role } : { keyHash, role };
-}
 
 /**
  * Builds entries once across the fleet, under the key's lock (a woken waiter reads the entry
@@ -60,6 +40,12 @@ export class EntryBuilder {
 
   constructor(private readonly parts: EntryBuilderParts) {}
 
+  /** A lookup's or a refresh's trace: the key itself only with `traceKeys`. */
+  traceOf(key: string, lockKey: string, role?: CacheTrace['role']): CacheTrace {
+    const keyHash = keyHashOf(lockKey);
+    return this.parts.options.traceKeys ? { keyHash, key, role } : { keyHash, role };
+  }
+
   /** `failed`: what a failed build does with the lock it held (the refresh's back-off). */
   async build(
     key: string,
@@ -70,7 +56,7 @@ export class EntryBuilder {
     trace: CacheTrace,
     failed?: (guard: LockGuard) => Promise<void>,
   ): Promise<Built | undefined> {
-    const { engine, entries, now, events, onRedisError } = this.parts;
+    const { engine, entries, now, events, options } = this.parts;
     let payload: string | undefined;
     // Read again under the lock: another worker may have just written the entry.
     const fresh = async (): Promise<{ value: Built } | undefined> => {
@@ -94,7 +80,7 @@ export class EntryBuilder {
       lockTimeout: settings.lockTimeout,
       onBusy,
       share: false,
-      onRedisError,
+      onRedisError: options.onRedisError,
       maxHold: undefined,
     };
     const hooks = {
@@ -126,11 +112,11 @@ export class EntryBuilder {
   ): Promise<Built | undefined> {
     const running = this.refreshes.get(lockKey);
     if (running) return running;
-    const { now, events, traceKeys } = this.parts;
+    const { now, events } = this.parts;
     if ((this.backoff.get(lockKey)?.until ?? 0) > now()) return Promise.resolve(undefined);
     events.emit('refresh', key);
     const hold = (guard: LockGuard): Promise<void> => this.holdAfterFailure(guard, lockKey);
-    const trace = cacheTraceOf(key, lockKey, traceKeys, 'refresh');
+    const trace = this.traceOf(key, lockKey, 'refresh');
     const refresh = traced(cacheChannel, trace, async () => {
       const built = await this.build(key, lockKey, factory, settings, 'skip', trace, hold);
       if (built === undefined) trace.outcome = 'skipped';

@@ -6,7 +6,9 @@ import { errorText } from '../messages/error-text.js';
 import type { CacheSettings } from '../options/cache.options.js';
 import { toMilliseconds } from '../options/seconds.js';
 import { slotKey } from '../redis/keys.js';
+import type { FlightOptions } from '../options/buffer-lock.options.js';
 import {
+  JSON_RESULT_SERIALIZER,
   UnserializableValueError,
   type ResultSerializer,
 } from '../serialization/result-serializer.js';
@@ -20,11 +22,10 @@ export interface CacheEntry {
   readonly staleUntil: number;
 }
 
-export interface EntryStoreParts {
+/** What the cache's parts share. */
+export interface CacheParts {
   readonly lock: RedisLockService;
-  readonly cache: object | undefined;
-  readonly prefix: string;
-  readonly serializer: ResultSerializer;
+  readonly options: FlightOptions;
   readonly messages: BufferLockMessages;
   readonly log: ThrottledLog;
   readonly now: () => number;
@@ -37,12 +38,17 @@ export interface EntryStoreParts {
 export class EntryStore {
   private readonly store: BufferCacheStore;
   private readonly builtIn: boolean;
+  private readonly serializer: ResultSerializer;
   private readonly reading = new Map<string, Promise<CacheEntry | undefined>>();
 
-  constructor(private readonly parts: EntryStoreParts) {
-    const { cache, lock } = parts;
+  constructor(
+    private readonly parts: CacheParts,
+    cache: object | undefined,
+  ) {
+    const { lock, options } = parts;
     this.store = cache ? cacheStoreOf(cache) : new RedisCacheStore(() => lock.getClient());
     this.builtIn = this.store instanceof RedisCacheStore;
+    this.serializer = options.serializer ?? JSON_RESULT_SERIALIZER;
   }
 
   /** Overlapping lookups of one key share one store read: a hot key is one read per round trip. */
@@ -73,10 +79,10 @@ export class EntryStore {
 
   // `freshUntil:staleUntil:payload`: the serializer sees the user's value alone.
   encode(key: string, value: unknown, settings: CacheSettings): string {
-    const { serializer, messages, now } = this.parts;
+    const { messages, now } = this.parts;
     let payload: string;
     try {
-      payload = serializer.serialize(value);
+      payload = this.serializer.serialize(value);
     } catch (error) {
       const { what, path } =
         error instanceof UnserializableValueError
@@ -109,9 +115,9 @@ export class EntryStore {
     text: string | undefined,
     settings: CacheSettings,
   ): Promise<LockError | undefined> {
-    const { lock, prefix } = this.parts;
+    const { lock, options } = this.parts;
     if (text !== undefined && this.builtIn) {
-      const write = { prefix, payload: text, ttlMs: ttlMsOf(settings) };
+      const write = { prefix: options.cachePrefix, payload: text, ttlMs: ttlMsOf(settings) };
       return (await lock[RELEASE_WRITING](guard, write))[1];
     }
     if (text !== undefined) await this.write(key, guard.key, text, settings);
@@ -127,12 +133,12 @@ export class EntryStore {
     if (first < 0 || second < 0 || !Number.isFinite(freshUntil) || !Number.isFinite(staleUntil)) {
       throw new TypeError('not a cache entry');
     }
-    const value = this.parts.serializer.deserialize(text.slice(second + 1));
+    const value = this.serializer.deserialize(text.slice(second + 1));
     return { value, freshUntil, staleUntil };
   }
 
   private keyOf(key: string, lockKey: string): string {
-    return this.builtIn ? slotKey(lockKey, this.parts.prefix) : key;
+    return this.builtIn ? slotKey(lockKey, this.parts.options.cachePrefix) : key;
   }
 
   private async guarded(call: () => unknown): Promise<unknown> {

@@ -106,14 +106,13 @@ export function enableBufferLockTelemetry(options: BufferLockTelemetryOptions = 
   } as const;
   const lost = counter('lock.lost', 'Locks lost while their work ran');
   const transitions = counter('breaker.transitions', 'Circuit breaker state changes');
-  const waitTime = meter.createHistogram('buffer_lock.wait.duration', {
-    description: 'Time from a call to its lock, shared result or joined outcome',
-    unit: 'ms',
-  });
-  const holdTime = meter.createHistogram('buffer_lock.hold.duration', {
-    description: 'Time a lock was held, release included',
-    unit: 'ms',
-  });
+  const histogram = (name: string, description: string) =>
+    meter.createHistogram(`buffer_lock.${name}.duration`, { description, unit: 'ms' });
+  const waitTime = histogram(
+    'wait',
+    'Time from a call to its lock, shared result or joined outcome',
+  );
+  const holdTime = histogram('hold', 'Time a lock was held, release included');
   const times = (context: FlightTrace | CacheTrace, source: 'flight' | 'cache'): void => {
     if (context.waitMs !== undefined) waitTime.record(context.waitMs, { source });
     if (context.holdMs !== undefined) holdTime.record(context.holdMs, { source });

@@ -34,8 +34,6 @@ export interface BufferLockHealthDetails {
   readonly message?: string;
 }
 
-type PingOutcome = { readonly ms: number } | { readonly problem: string };
-
 const TIMED_OUT: unique symbol = Symbol('timedOut');
 
 /**
@@ -87,8 +85,8 @@ export class BufferLockHealthIndicator {
       ]);
       // Read after PING: a breaker whose cool-down ended meanwhile reads half-open.
       const breaker = this.engine.breaker?.state ?? 'disabled';
-      const pingMs = 'ms' in outcome ? outcome.ms : null;
-      const problems = 'problem' in outcome ? [outcome.problem] : [];
+      const pingMs = typeof outcome === 'number' ? outcome : null;
+      const problems = typeof outcome === 'string' ? [outcome] : [];
       if (breaker === 'open') problems.push(this.messages.render('health_breaker_open'));
       const details = { breaker, pingMs, subscriber };
       return problems.length === 0
@@ -99,7 +97,11 @@ export class BufferLockHealthIndicator {
     }
   }
 
-  private async ping(deadline: Promise<typeof TIMED_OUT>, timeout: number): Promise<PingOutcome> {
+  /** The round trip in ms, or what went wrong. */
+  private async ping(
+    deadline: Promise<typeof TIMED_OUT>,
+    timeout: number,
+  ): Promise<number | string> {
     const started = performance.now();
     const answered = this.lock.getClient().then((client) => ping(client));
     // Settled later than the deadline, its rejection is still handled.
@@ -108,14 +110,11 @@ export class BufferLockHealthIndicator {
     try {
       answer = await Promise.race([answered, deadline]);
     } catch (error) {
-      const text = errorText(error);
-      return { problem: this.messages.render('health_ping_failed', { ERROR: text }) };
+      return this.messages.render('health_ping_failed', { ERROR: errorText(error) });
     }
-    if (answer === TIMED_OUT) {
-      return { problem: this.messages.render('health_ping_timeout', { MS: timeout }) };
-    }
-    if (answer !== 'PONG') return { problem: this.messages.render('health_ping_bad_reply') };
-    return { ms: Math.round((performance.now() - started) * 100) / 100 };
+    if (answer === TIMED_OUT) return this.messages.render('health_ping_timeout', { MS: timeout });
+    if (answer !== 'PONG') return this.messages.render('health_ping_bad_reply');
+    return Math.round((performance.now() - started) * 100) / 100;
   }
 
   private timeoutOf(options: BufferLockHealthOptions): number {
