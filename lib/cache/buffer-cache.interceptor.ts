@@ -21,16 +21,11 @@ const CACHE_TTL_METADATA = 'cache_module:cache_ttl';
 // `@CacheTTL(0)` is "never expires" in cache-manager.
 const FOREVER_SECONDS = 100 * 365 * 24 * 3600;
 
-type CacheKeyFactory = (context: ExecutionContext) => string | undefined | null;
-type CacheTtlFactory = (context: ExecutionContext) => number | Promise<number>;
+type Factory<T> = (context: ExecutionContext) => T;
 
-// A `StreamableFile` is read once: sent, never cached.
-class Uncacheable {
-  constructor(readonly value: unknown) {}
-}
-
-// A non-object the handler threw, carried through the cache and thrown again as it was.
-class Thrown {
+// Through the cache and out again as it was: a `StreamableFile` (read once: sent, never cached),
+// or a non-object the handler threw.
+class Carried {
   constructor(readonly value: unknown) {}
 }
 
@@ -76,18 +71,18 @@ export class BufferCacheInterceptor implements NestInterceptor {
       null;
     if (!key) return next.handle();
 
-    let uncacheable: Uncacheable | undefined;
+    let file: Carried | undefined;
     let produced: { value: unknown } | undefined;
     const factory = async (): Promise<unknown> => {
       let value: unknown;
       try {
         value = await lastValueFrom(next.handle());
       } catch (error) {
-        if (!isObject(error)) throw new Thrown(error);
+        if (!isObject(error)) throw new Carried(error);
         this.handlerErrors.add(error);
         throw error;
       }
-      if (value instanceof StreamableFile) throw (uncacheable = new Uncacheable(value));
+      if (value instanceof StreamableFile) throw (file = new Carried(value));
       produced = { value };
       return value;
     };
@@ -95,7 +90,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
     try {
       const ttl =
         typeof ttlValueOrFactory === 'function'
-          ? await (ttlValueOrFactory as CacheTtlFactory)(context)
+          ? await (ttlValueOrFactory as Factory<unknown>)(context)
           : ttlValueOrFactory;
       const options = optionsOf(ttl);
       if (options === 'uncached') {
@@ -107,14 +102,14 @@ export class BufferCacheInterceptor implements NestInterceptor {
       this.setHeadersWhenHttp(context, status);
       return of(value);
     } catch (error) {
-      if (error instanceof Thrown || (isObject(error) && this.handlerErrors.has(error))) {
-        this.setHeadersWhenHttp(context, 'miss');
-        return throwError(() => (error instanceof Thrown ? error.value : error));
-      }
-      if (error instanceof Uncacheable) {
+      if (error instanceof Carried && error.value instanceof StreamableFile) {
         this.setHeadersWhenHttp(context, 'miss');
         // The file went to the request that built it; any other request reads its own.
-        return error === uncacheable ? of(error.value) : next.handle();
+        return error === file ? of(error.value) : next.handle();
+      }
+      if (error instanceof Carried || (isObject(error) && this.handlerErrors.has(error))) {
+        this.setHeadersWhenHttp(context, 'miss');
+        return throwError(() => (error instanceof Carried ? error.value : error));
       }
       const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
       Logger.error(`The cache failed for "key: ${String(key)}"`, text, 'BufferCacheInterceptor');
@@ -130,15 +125,11 @@ export class BufferCacheInterceptor implements NestInterceptor {
   ): Promise<string | undefined | null> | string | undefined | null {
     const httpAdapter = this.httpAdapterHost?.httpAdapter;
     const isHttpApp = !!httpAdapter && !!httpAdapter.getRequestMethod;
-    const cacheMetadataOrFactory =
-      this.reflector.get<string | CacheKeyFactory | undefined>(
-        CACHE_KEY_METADATA,
-        context.getHandler(),
-      ) ?? undefined;
-    if (!isHttpApp || cacheMetadataOrFactory) {
-      return typeof cacheMetadataOrFactory === 'function'
-        ? cacheMetadataOrFactory(context)
-        : cacheMetadataOrFactory;
+    const keyOrFactory = this.reflector.get<
+      string | Factory<string | undefined | null> | undefined
+    >(CACHE_KEY_METADATA, context.getHandler());
+    if (!isHttpApp || keyOrFactory) {
+      return typeof keyOrFactory === 'function' ? keyOrFactory(context) : keyOrFactory;
     }
     const request: unknown = context.getArgByIndex(0);
     if (!this.isRequestCacheable(context)) return undefined;

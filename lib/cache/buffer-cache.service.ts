@@ -121,18 +121,16 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     factory: () => T | Promise<T>,
     options?: BufferCacheOptions,
   ): Promise<CacheLookup<Awaited<T>>> {
-    let settings: CacheSettings;
-    let lockKey: string;
     try {
-      settings = this.settingsOf(options);
-      lockKey = this.lockKeyOf(key);
+      const settings = this.settingsOf(options);
+      const lockKey = this.lockKeyOf(key);
+      const trace = this.builder.traceOf(key, lockKey);
+      // Wrapping costs a hit measurably even when nobody listens.
+      if (!cacheChannel.hasSubscribers) return this.lookup(key, lockKey, factory, settings, trace);
+      return traced(cacheChannel, trace, () => this.lookup(key, lockKey, factory, settings, trace));
     } catch (error) {
       return Promise.reject(error);
     }
-    const trace = this.builder.traceOf(key, lockKey);
-    // Wrapping costs a hit measurably even when nobody listens.
-    if (!cacheChannel.hasSubscribers) return this.lookup(key, lockKey, factory, settings, trace);
-    return traced(cacheChannel, trace, () => this.lookup(key, lockKey, factory, settings, trace));
   }
 
   private async lookup<T>(

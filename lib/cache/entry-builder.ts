@@ -89,14 +89,9 @@ export class EntryBuilder {
       failed,
     };
     const times: FlightTrace = { keyHash: trace.keyHash };
-    let outcome: Built | undefined;
-    try {
-      outcome = (await engine[CROSS_PROCESS](key, lockKey, work, flight, hooks, times)) as
-        Built | undefined;
-    } finally {
-      trace.waitMs = times.waitMs;
-      trace.holdMs = times.holdMs;
-    }
+    const outcome = (await engine[CROSS_PROCESS](key, lockKey, work, flight, hooks, times).finally(
+      () => Object.assign(trace, { waitMs: times.waitMs, holdMs: times.holdMs }),
+    )) as Built | undefined;
     trace.built = outcome?.built ?? false;
     if (outcome?.built) events.emit('built', key);
     else if (outcome && onBusy === 'wait') events.emit('shared', key);

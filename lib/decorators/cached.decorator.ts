@@ -37,7 +37,7 @@ export function Cached<This, Args extends unknown[]>(
   options: BufferCacheOptions = {},
 ): KeyedMethodDecorator {
   const messages = new BufferLockMessages();
-  checkArguments(messages, key, options, ['cached_key_invalid', 'cached_options_invalid']);
+  checkArguments(messages, 'cached', key, options);
   validateOptions(CacheOptionsDto, options, messages, 'partial');
 
   return (target, propertyKey, descriptor) => {
@@ -45,7 +45,7 @@ export function Cached<This, Args extends unknown[]>(
       descriptor as never,
       propertyKey,
       messages,
-      'cached_not_method',
+      'cached',
     );
     const names = { CLASS: target.constructor.name, METHOD: String(propertyKey) };
     const why = returnsObservable(target, propertyKey)

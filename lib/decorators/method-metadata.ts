@@ -32,34 +32,34 @@ export function configError(
   return new BufferLockConfigError([{ property, code, message: messages.render(code, params) }]);
 }
 
+type Decorator = 'cached' | 'single_flight';
+
 /** Refuses a bad key, and options that are no object (`'skip'` would be silently ignored). */
 export function checkArguments(
   messages: BufferLockMessages,
+  decorator: Decorator,
   key: unknown,
   options: unknown,
-  [keyCode, optionsCode]: readonly [MessageId, MessageId],
 ): void {
   if (!((typeof key === 'string' && key !== '') || typeof key === 'function')) {
-    throw configError(messages, 'key', keyCode);
+    throw configError(messages, 'key', `${decorator}_key_invalid`);
   }
-  if (
-    options !== undefined &&
-    (typeof options !== 'object' || options === null || Array.isArray(options))
-  ) {
-    throw configError(messages, 'options', optionsCode);
+  const isObject = typeof options === 'object' && options !== null && !Array.isArray(options);
+  if (options !== undefined && !isObject) {
+    throw configError(messages, 'options', `${decorator}_options_invalid`);
   }
 }
 
-/** The decorated method; a getter or a field is refused with `code`. */
+/** The decorated method; a getter or a field is refused. */
 export function originalMethod<F>(
   descriptor: TypedPropertyDescriptor<never>,
   propertyKey: string | symbol,
   messages: BufferLockMessages,
-  code: MessageId,
+  decorator: Decorator,
 ): F {
   const original: unknown = descriptor.value;
-  if (typeof original !== 'function') throw configError(messages, String(propertyKey), code);
-  return original as F;
+  if (typeof original === 'function') return original as F;
+  throw configError(messages, String(propertyKey), `${decorator}_not_method`);
 }
 
 export function keyOf<This, Args extends unknown[]>(

@@ -42,10 +42,7 @@ export function SingleFlight<This, Args extends unknown[]>(
   options: SingleFlightOptions = {},
 ): KeyedMethodDecorator {
   const messages = new BufferLockMessages();
-  checkArguments(messages, key, options, [
-    'single_flight_key_invalid',
-    'single_flight_options_invalid',
-  ]);
+  checkArguments(messages, 'single_flight', key, options);
   const own = resolveSingleFlightOptions(options, messages);
 
   return (target, propertyKey, descriptor) => {
@@ -53,7 +50,7 @@ export function SingleFlight<This, Args extends unknown[]>(
       descriptor as never,
       propertyKey,
       messages,
-      'single_flight_not_method',
+      'single_flight',
     );
     injectOnce(target, ENGINE, SingleFlightEngine);
     const observable = returnsObservable(target, propertyKey);
@@ -82,9 +79,7 @@ export function SingleFlight<This, Args extends unknown[]>(
       const work = () => original.apply(this, args);
       const settings = settingsFor(engine);
       if (cannotShare && settings.share) return Promise.reject(shareError());
-      if (observable) {
-        return engine.runObservable(keyOf(key, this, args), work as never, settings);
-      }
+      if (observable) return engine.runObservable(keyOf(key, this, args), work as never, settings);
       try {
         return engine.run(keyOf(key, this, args), work, settings);
       } catch (error) {

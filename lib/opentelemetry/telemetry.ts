@@ -164,17 +164,16 @@ export function enableBufferLockTelemetry(options: BufferLockTelemetryOptions = 
     transitions.add(1, { state, previous });
   });
 
-  flightChannel.subscribe(flightHandlers);
-  cacheChannel.subscribe(cacheHandlers);
-  lockLostChannel.subscribe(onLost);
-  breakerChannel.subscribe(onBreaker);
+  const all = (act: 'subscribe' | 'unsubscribe'): void => {
+    flightChannel[act](flightHandlers);
+    cacheChannel[act](cacheHandlers);
+    lockLostChannel[act](onLost);
+    breakerChannel[act](onBreaker);
+  };
+  all('subscribe');
   let enabled = true;
   return () => {
-    if (!enabled) return;
+    if (enabled) all('unsubscribe');
     enabled = false;
-    flightChannel.unsubscribe(flightHandlers);
-    cacheChannel.unsubscribe(cacheHandlers);
-    lockLostChannel.unsubscribe(onLost);
-    breakerChannel.unsubscribe(onBreaker);
   };
 }

@@ -53,16 +53,14 @@ const TIMED_OUT: unique symbol = Symbol('timedOut');
  */
 @Injectable()
 export class BufferLockHealthIndicator {
-  private readonly messages: BufferLockMessages;
-
   constructor(
     @Inject(RedisLockService) private readonly lock: RedisLockService,
     @Inject(SingleFlightEngine) private readonly engine: SingleFlightEngine,
     @Inject(HealthIndicatorService) private readonly health: HealthIndicatorService,
-    @Optional() @Inject(BufferLockMessages) messages?: BufferLockMessages,
-  ) {
-    this.messages = messages ?? new BufferLockMessages();
-  }
+    @Optional()
+    @Inject(BufferLockMessages)
+    private readonly messages: BufferLockMessages = new BufferLockMessages(),
+  ) {}
 
   /** `up` or `down` under `key`, within `timeout` ms; rejects only for a bad `timeout`. */
   async isHealthy<const Key extends string = 'buffer-lock'>(
