@@ -89,9 +89,14 @@ export class EntryBuilder {
       failed,
     };
     const times: FlightTrace = { keyHash: trace.keyHash };
-    const outcome = (await engine[CROSS_PROCESS](key, lockKey, work, flight, hooks, times).finally(
-      () => Object.assign(trace, { waitMs: times.waitMs, holdMs: times.holdMs }),
-    )) as Built | undefined;
+    let outcome: Built | undefined;
+    try {
+      outcome = (await engine[CROSS_PROCESS](key, lockKey, work, flight, hooks, times)) as
+        Built | undefined;
+    } finally {
+      trace.waitMs = times.waitMs;
+      trace.holdMs = times.holdMs;
+    }
     trace.built = outcome?.built ?? false;
     if (outcome?.built) events.emit('built', key);
     else if (outcome && onBusy === 'wait') events.emit('shared', key);

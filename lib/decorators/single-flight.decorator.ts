@@ -55,14 +55,12 @@ export function SingleFlight<This, Args extends unknown[]>(
     injectOnce(target, ENGINE, SingleFlightEngine);
     const observable = returnsObservable(target, propertyKey);
     const names = { CLASS: target.constructor.name, METHOD: String(propertyKey) };
-    const cannotShare = notAPlainValue(target, propertyKey);
+    // Why a result of this method cannot be shared, if it cannot.
+    const why = notAPlainValue(target, propertyKey);
     const shareError = (): BufferLockConfigError =>
-      configError(messages, 'share', 'single_flight_share_response', {
-        ...names,
-        WHAT: cannotShare!,
-      });
+      configError(messages, 'share', 'single_flight_share_response', { ...names, WHAT: why! });
     // `share: true` here is refused now; the module's default at the call.
-    if (cannotShare && own.share === true) throw shareError();
+    if (why && own.share === true) throw shareError();
     // Merged once per engine (per Nest app).
     const settingsByEngine = new WeakMap<SingleFlightEngine, SingleFlightSettings>();
     const settingsFor = (engine: SingleFlightEngine): SingleFlightSettings => {
@@ -78,7 +76,7 @@ export function SingleFlight<This, Args extends unknown[]>(
       }
       const work = () => original.apply(this, args);
       const settings = settingsFor(engine);
-      if (cannotShare && settings.share) return Promise.reject(shareError());
+      if (why && settings.share) return Promise.reject(shareError());
       if (observable) return engine.runObservable(keyOf(key, this, args), work as never, settings);
       try {
         return engine.run(keyOf(key, this, args), work, settings);

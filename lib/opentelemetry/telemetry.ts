@@ -65,12 +65,9 @@ const safely =
 function finish(span: Span, context: FlightTrace | CacheTrace): void {
   span.setAttributes(spanAttributes(context));
   if (context.outcome === 'error') {
-    const error = context.error;
-    if (error instanceof Error) span.recordException(error);
-    span.setStatus({
-      code: SpanStatusCode.ERROR,
-      message: error instanceof Error ? error.message : undefined,
-    });
+    const error = context.error instanceof Error ? context.error : undefined;
+    if (error) span.recordException(error);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: error?.message });
   }
   span.end();
 }
