@@ -13,40 +13,19 @@ import { lastValueFrom, of, throwError, type Observable } from 'rxjs';
 import { BufferCache, LOOKUP, type CacheLookup } from './buffer-cache.service.js';
 import type { BufferCacheOptions } from '../options/cache.options.js';
 
-// The metadata keys of `@CacheKey()` and `@CacheTTL()` from @nestjs/cache-manager, spelled out so
-// that the package (an optional peer) is never loaded.
+// `@CacheKey()`'s and `@CacheTTL()`'s metadata keys: @nestjs/cache-manager (an optional peer) is
+// never loaded.
 const CACHE_KEY_METADATA = 'cache_module:cache_key';
 const CACHE_TTL_METADATA = 'cache_module:cache_ttl';
 
-/** `@CacheTTL(0)` means "never expires" in cache-manager: here, one hundred years. */
+// `@CacheTTL(0)` is "never expires" in cache-manager.
 const FOREVER_SECONDS = 100 * 365 * 24 * 3600;
 
-type CacheKeyFactory = (context: ExecutionContext) => string | undefined | null;
-type CacheTtlFactory = (context: ExecutionContext) => number | Promise<number>;
+type Factory<T> = (context: ExecutionContext) => T;
 
-/**
- * What `X-Cache` says: the lookup's status, as CacheInterceptor spells its own.
- *
- * @example
- * ```ts
- * const status: CacheHeaderStatus = 'stale'; // sent as `X-Cache: STALE`
- * ```
- */
-export type CacheHeaderStatus = CacheLookup<unknown>['status'];
-
-const HEADERS: Readonly<Record<CacheHeaderStatus, string>> = {
-  hit: 'HIT',
-  miss: 'MISS',
-  stale: 'STALE',
-};
-
-/** A handler's response that is sent but never cached (a `StreamableFile`, read only once). */
-class Uncacheable {
-  constructor(readonly value: unknown) {}
-}
-
-/** A non-object the handler threw, carried through the cache and thrown again as it was. */
-class Thrown {
+// Through the cache and out again as it was: a `StreamableFile` (read once: sent, never cached),
+// or a non-object the handler threw.
+class Carried {
   constructor(readonly value: unknown) {}
 }
 
@@ -54,37 +33,18 @@ const isObject = (value: unknown): value is object =>
   (typeof value === 'object' && value !== null) || typeof value === 'function';
 
 /**
- * A drop-in replacement for `@nestjs/cache-manager`'s `CacheInterceptor` that builds a missing
- * entry once across the whole fleet: the same routes are cached (GET by default, keyed by
- * `@CacheKey()` or the request URL), `@CacheTTL()` is honoured (milliseconds, as in cache-manager;
- * a function of the `ExecutionContext` too) and the same bodies and status codes are sent. A cold
- * key under load runs its handler once in the fleet while the other requests wait for the entry;
- * with `grace` in the module's `cacheDefaults`, an expired entry is served at once while one worker
- * refreshes it. `X-Cache` is `HIT`, `MISS` or `STALE`. A handler's error is sent as it is and not
- * cached; a `StreamableFile` is sent and not cached; other methods pass through untouched.
- * Entries live in the module's cache store (`cache` option, default: the lock's Redis), with
- * `cacheDefaults.ttl` for routes without `@CacheTTL()`. Needs `BufferLockModule` visible to the
- * module that uses it; `@nestjs/cache-manager` is only needed for its decorators.
+ * A drop-in for `@nestjs/cache-manager`'s `CacheInterceptor` (same routes, keys, `@CacheKey()`,
+ * `@CacheTTL()` in ms) whose missing entry is built once across the fleet; `X-Cache` says `HIT`,
+ * `MISS` or `STALE`. Handler errors and `StreamableFile`s are sent, never cached.
  *
  * @example
  * ```ts
- * @Controller('reports')
+ * @Get('daily')
  * @UseInterceptors(BufferCacheInterceptor)
- * export class ReportsController {
- *   @Get('daily')
- *   @CacheKey('daily-report')
- *   @CacheTTL(30_000)
- *   daily(): Promise<Report> {
- *     return this.reports.buildDaily();
- *   }
+ * @CacheTTL(30_000)
+ * daily(): Promise<Report> {
+ *   return this.reports.buildDaily();
  * }
- *
- * // or for every route of the app:
- * @Module({
- *   imports: [BufferLockModule.forRoot({ redis: process.env.REDIS_URL!, cacheDefaults: { ttl: 60 } })],
- *   providers: [{ provide: APP_INTERCEPTOR, useClass: BufferCacheInterceptor }],
- * })
- * export class AppModule {}
  * ```
  */
 @Injectable()
@@ -93,10 +53,9 @@ export class BufferCacheInterceptor implements NestInterceptor {
   @Inject(HttpAdapterHost)
   protected readonly httpAdapterHost?: HttpAdapterHost;
 
-  /** The request methods that are cached. */
   protected allowedMethods: string[] = ['GET'];
 
-  /** The errors the handlers threw: passed on as they are, unlike the cache's own. */
+  // Passed on as they are, unlike the cache's own errors.
   private readonly handlerErrors = new WeakSet<object>();
 
   constructor(
@@ -112,18 +71,18 @@ export class BufferCacheInterceptor implements NestInterceptor {
       null;
     if (!key) return next.handle();
 
-    let uncacheable: Uncacheable | undefined;
+    let file: Carried | undefined;
     let produced: { value: unknown } | undefined;
     const factory = async (): Promise<unknown> => {
       let value: unknown;
       try {
         value = await lastValueFrom(next.handle());
       } catch (error) {
-        if (!isObject(error)) throw new Thrown(error);
+        if (!isObject(error)) throw new Carried(error);
         this.handlerErrors.add(error);
         throw error;
       }
-      if (value instanceof StreamableFile) throw (uncacheable = new Uncacheable(value));
+      if (value instanceof StreamableFile) throw (file = new Carried(value));
       produced = { value };
       return value;
     };
@@ -131,7 +90,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
     try {
       const ttl =
         typeof ttlValueOrFactory === 'function'
-          ? await (ttlValueOrFactory as CacheTtlFactory)(context)
+          ? await (ttlValueOrFactory as Factory<unknown>)(context)
           : ttlValueOrFactory;
       const options = optionsOf(ttl);
       if (options === 'uncached') {
@@ -143,14 +102,14 @@ export class BufferCacheInterceptor implements NestInterceptor {
       this.setHeadersWhenHttp(context, status);
       return of(value);
     } catch (error) {
-      if (error instanceof Thrown || (isObject(error) && this.handlerErrors.has(error))) {
-        this.setHeadersWhenHttp(context, 'miss');
-        return throwError(() => (error instanceof Thrown ? error.value : error));
-      }
-      if (error instanceof Uncacheable) {
+      if (error instanceof Carried && error.value instanceof StreamableFile) {
         this.setHeadersWhenHttp(context, 'miss');
         // The file went to the request that built it; any other request reads its own.
-        return error === uncacheable ? of(error.value) : next.handle();
+        return error === file ? of(error.value) : next.handle();
+      }
+      if (error instanceof Carried || (isObject(error) && this.handlerErrors.has(error))) {
+        this.setHeadersWhenHttp(context, 'miss');
+        return throwError(() => (error instanceof Carried ? error.value : error));
       }
       const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
       Logger.error(`The cache failed for "key: ${String(key)}"`, text, 'BufferCacheInterceptor');
@@ -160,50 +119,40 @@ export class BufferCacheInterceptor implements NestInterceptor {
     }
   }
 
-  /**
-   * The cache key of the request: `@CacheKey()` (a string, or a function of the context) when the
-   * handler has one, else the request URL for a cacheable HTTP request, else none (not cached).
-   * Outside an HTTP app only `@CacheKey()` routes are cached.
-   */
+  /** `@CacheKey()`, else the URL of a cacheable HTTP request, else none (not cached). */
   protected trackBy(
     context: ExecutionContext,
   ): Promise<string | undefined | null> | string | undefined | null {
     const httpAdapter = this.httpAdapterHost?.httpAdapter;
     const isHttpApp = !!httpAdapter && !!httpAdapter.getRequestMethod;
-    const cacheMetadataOrFactory =
-      this.reflector.get<string | CacheKeyFactory | undefined>(
-        CACHE_KEY_METADATA,
-        context.getHandler(),
-      ) ?? undefined;
-    if (!isHttpApp || cacheMetadataOrFactory) {
-      return typeof cacheMetadataOrFactory === 'function'
-        ? cacheMetadataOrFactory(context)
-        : cacheMetadataOrFactory;
+    const keyOrFactory = this.reflector.get<
+      string | Factory<string | undefined | null> | undefined
+    >(CACHE_KEY_METADATA, context.getHandler());
+    if (!isHttpApp || keyOrFactory) {
+      return typeof keyOrFactory === 'function' ? keyOrFactory(context) : keyOrFactory;
     }
     const request: unknown = context.getArgByIndex(0);
     if (!this.isRequestCacheable(context)) return undefined;
     return httpAdapter.getRequestUrl(request) as string;
   }
 
-  /** Whether the request is cached: its method is one of `allowedMethods` (GET). */
   protected isRequestCacheable(context: ExecutionContext): boolean {
     const request = context.switchToHttp().getRequest<{ method?: string } | undefined>();
     return this.allowedMethods.includes(request?.method as string);
   }
 
-  /** Sets `X-Cache` on an HTTP response, through the app's HTTP adapter (Express, Fastify). */
-  protected setHeadersWhenHttp(context: ExecutionContext, status: CacheHeaderStatus): void {
+  protected setHeadersWhenHttp(
+    context: ExecutionContext,
+    status: CacheLookup<unknown>['status'],
+  ): void {
     const httpAdapter = this.httpAdapterHost?.httpAdapter;
     if (!httpAdapter || context.getType() !== 'http') return;
     const response: unknown = context.switchToHttp().getResponse();
-    httpAdapter.setHeader(response, 'X-Cache', HEADERS[status]);
+    httpAdapter.setHeader(response, 'X-Cache', status.toUpperCase());
   }
 }
 
-/**
- * The options of a `@CacheTTL()` in milliseconds: none (the module's `cacheDefaults`) when there
- * is no TTL, `'uncached'` for a negative one. What is not a number is handed on to be refused.
- */
+/** `@CacheTTL()` (ms) as cache options; what is no number is handed on to be refused. */
 function optionsOf(ttl: unknown): BufferCacheOptions | undefined | 'uncached' {
   if (ttl === null || ttl === undefined) return undefined;
   if (typeof ttl !== 'number' || Number.isNaN(ttl)) return { ttl: ttl as number };

@@ -1,5 +1,5 @@
-import type { BufferCacheEvents } from '../types/events.js';
 import { EventEmitter } from 'node:events';
+import { LockError } from '../errors/lock.error.js';
 import type { RedisLockService } from '../lock/redis-lock.service.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import {
@@ -7,74 +7,49 @@ import {
   type BufferLockOptions,
   type FlightOptions,
 } from '../options/buffer-lock.options.js';
-import { JSON_RESULT_SERIALIZER } from '../serialization/result-serializer.js';
+import {
+  CacheOptionsDto,
+  type BufferCacheOptions,
+  type CacheSettings,
+} from '../options/cache.options.js';
+import { toMilliseconds } from '../options/seconds.js';
+import { validateOptions } from '../options/validate-options.js';
 import { LocalFlights } from '../single-flight/local-flights.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 import { ThrottledLog } from '../single-flight/throttled-log.js';
-import { CallSettings } from './call-settings.js';
-import type { BufferCacheOptions, CacheSettings } from '../options/cache.options.js';
-import { cacheTraceOf } from './cache-trace.js';
-import { EntryStore } from './entry-store.js';
-import { EntryBuilder, type Built } from './entry-builder.js';
-import { StaleRefresh } from './stale-refresh.js';
-import { withinMs } from './within-ms.js';
-import { toMilliseconds } from '../options/seconds.js';
-import { LockError } from '../errors/lock.error.js';
 import { cacheChannel, nowMs, traced, type CacheTrace } from '../telemetry/channels.js';
+import type { BufferCacheEvents } from '../types/events.js';
+import { EntryBuilder, type Built } from './entry-builder.js';
+import { EntryStore } from './entry-store.js';
 
-/**
- * The outcome of one lookup: the value and how it was had (the interceptor's `X-Cache`).
- *
- * @example
- * ```ts
- * const lookup: CacheLookup<Report> = await cache[LOOKUP]('report:1', () => buildReport(1));
- * if (lookup.status === 'stale') metrics.increment('cache.stale');
- * ```
- */
+/** One lookup's value and how it was had (the interceptor's `X-Cache`). */
 export interface CacheLookup<T> {
   readonly value: T;
   readonly status: 'hit' | 'miss' | 'stale';
 }
 
-/**
- * The lookup with its status, for the library's own layers (the interceptor).
- *
- * @example
- * ```ts
- * const { value, status } = await cache[LOOKUP]('report:1', () => buildReport(1), { ttl: 30 });
- * ```
- */
+/** The lookup with its status, for the interceptor. */
 export const LOOKUP: unique symbol = Symbol('lookup');
 
-/**
- * What a {@link BufferCache} is made of, for use without Nest.
- *
- * @example
- * ```ts
- * const cache = new BufferCache({ lock, store: keyv, options: { cacheDefaults: { ttl: 60 } } });
- * ```
- */
 export interface BufferCacheParts {
   readonly lock: RedisLockService;
-  /** A cache-manager `Cache`, a Keyv instance or a `BufferCacheStore`. Default: the lock's Redis. */
+  /** A cache-manager `Cache`, a Keyv or a `BufferCacheStore`. Default: the lock's Redis. */
   readonly store?: object;
-  /** Default: an engine on `lock` with the same options. */
   readonly engine?: SingleFlightEngine;
-  /** The module's options that concern the cache (`cacheDefaults`, `cachePrefix`, `serializer`, …). */
   readonly options?: Partial<Omit<BufferLockOptions, 'redis'>> | FlightOptions;
   readonly messages?: BufferLockMessages;
-  /** The clock of entry freshness, in epoch ms. Default `Date.now`. */
   readonly now?: () => number;
 }
 
+const OPTION_NAMES = ['ttl', 'grace', 'timeout', 'lockTtl', 'lockTimeout'] as const;
+const MAX_KEPT_SETTINGS = 1000;
+
 /**
- * A cache that one worker in the whole fleet fills: a fresh hit costs one store read and no lock;
- * a miss is built once per process and, across processes, once by whichever worker takes the
- * Redis lock, while the others wait for its release and read the entry. A stale entry (past
- * `ttl`, within `grace`) is served at once while one worker refreshes it in the background; a
- * failed refresh keeps serving it and is retried after a back-off. Every value the factory
- * returns is cached, falsy ones included; only a missing entry is a miss. When the lock's Redis is
- * down the build runs without it; when the store fails, the call builds and returns the value.
+ * A cache that one worker in the whole fleet fills: a fresh hit is one store read and no lock; a
+ * miss is built once, by whichever worker takes the key's Redis lock, while the others wait and
+ * read the entry. A stale entry (past `ttl`, within `grace`) is served at once while one worker
+ * refreshes it. A failing store is a miss (logged); with the lock's Redis down a miss is built
+ * without the lock, or rejects with `onRedisError: 'throw'`.
  *
  * @example
  * ```ts
@@ -83,71 +58,37 @@ export interface BufferCacheParts {
  */
 export class BufferCache extends EventEmitter<BufferCacheEvents> {
   private readonly lock: RedisLockService;
-  private readonly engine: SingleFlightEngine;
-  private readonly entries: EntryStore;
   private readonly messages: BufferLockMessages;
-  private readonly options: FlightOptions;
-  private readonly settings: CallSettings;
-  private readonly log: ThrottledLog;
+  private readonly defaults: CacheSettings;
   private readonly now: () => number;
-  private readonly builds = new LocalFlights();
+  private readonly entries: EntryStore;
   private readonly builder: EntryBuilder;
-  private readonly refreshes: StaleRefresh;
+  private readonly builds = new LocalFlights();
+  // Settings by their values: callers pass a new literal each call, and validating costs.
+  private readonly kept = new Map<string, CacheSettings>();
 
   constructor(given: BufferCacheParts) {
     super();
-    this.lock = given.lock;
-    this.messages = given.messages ?? new BufferLockMessages();
-    this.options = resolveFlightOptions(given.options, this.lock.ttl, this.messages);
-    this.engine =
-      given.engine ??
-      new SingleFlightEngine({ lock: this.lock, options: this.options, messages: this.messages });
-    const { cacheDefaults } = this.options;
-    this.settings = new CallSettings(
-      {
-        ...cacheDefaults,
-        lockTtl: cacheDefaults.lockTtl ?? this.options.ttl,
-        lockTimeout: cacheDefaults.lockTimeout ?? this.options.lockTimeout,
-      },
-      this.messages,
-    );
-    this.now = given.now ?? Date.now;
-    this.log = new ThrottledLog(
-      this.options.logger,
-      this.messages,
-      this.options.logInterval * 1000,
-      this.now,
-    );
-    this.entries = new EntryStore({
-      lock: this.lock,
-      cache: given.store ?? this.options.cache,
-      prefix: this.options.cachePrefix,
-      serializer: this.options.serializer ?? JSON_RESULT_SERIALIZER,
-      messages: this.messages,
-      log: this.log,
-      now: this.now,
-    });
-    this.builder = new EntryBuilder({
-      engine: this.engine,
-      entries: this.entries,
-      now: this.now,
-      events: this,
-    });
-    this.refreshes = new StaleRefresh({
-      lock: this.lock,
-      messages: this.messages,
-      log: this.log,
-      now: this.now,
-      options: this.options,
-      events: this,
-      builder: this.builder,
-    });
+    const lock = (this.lock = given.lock);
+    const messages = (this.messages = given.messages ?? new BufferLockMessages());
+    const options = resolveFlightOptions(given.options, lock.ttl, messages);
+    const engine = given.engine ?? new SingleFlightEngine({ lock, options, messages });
+    const now = (this.now = given.now ?? Date.now);
+    const { cacheDefaults } = options;
+    this.defaults = {
+      ...cacheDefaults,
+      lockTtl: cacheDefaults.lockTtl ?? options.ttl,
+      lockTimeout: cacheDefaults.lockTimeout ?? options.lockTimeout,
+    };
+    const log = new ThrottledLog(options.logger, messages, options.logInterval * 1000, now);
+    const parts = { lock, options, messages, log, now };
+    const entries = (this.entries = new EntryStore(parts, given.store ?? options.cache));
+    this.builder = new EntryBuilder({ ...parts, engine, entries, events: this });
   }
 
   /**
-   * The cached value of `key`, or the factory's value, built once across the fleet and stored.
-   * Rejects with the factory's error when there is no entry to fall back on, and with a catalog
-   * `LockError` for a value the serializer cannot store (nothing is stored then).
+   * The cached value of `key`, or the factory's, built once across the fleet and stored. Rejects
+   * with the factory's error when there is no entry to fall back on.
    */
   getOrSet<T>(
     key: string,
@@ -165,7 +106,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
 
   /** Stores `value` under `key` as a fresh entry, with no lock. */
   async set(key: string, value: unknown, options?: BufferCacheOptions): Promise<void> {
-    const settings = this.settings.of(options);
+    const settings = this.settingsOf(options);
     const text = this.entries.encode(key, value, settings);
     await this.entries.write(key, this.lockKeyOf(key), text, settings);
   }
@@ -175,25 +116,21 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     await this.entries.delete(key, this.lockKeyOf(key));
   }
 
-  /** {@link getOrSet} with how the value was had. Internal to the library. */
   [LOOKUP]<T>(
     key: string,
     factory: () => T | Promise<T>,
     options?: BufferCacheOptions,
   ): Promise<CacheLookup<Awaited<T>>> {
-    let settings: CacheSettings;
-    let lockKey: string;
     try {
-      settings = this.settings.of(options);
-      lockKey = this.lockKeyOf(key);
+      const settings = this.settingsOf(options);
+      const lockKey = this.lockKeyOf(key);
+      const trace = this.builder.traceOf(key, lockKey);
+      // Wrapping costs a hit measurably even when nobody listens.
+      if (!cacheChannel.hasSubscribers) return this.lookup(key, lockKey, factory, settings, trace);
+      return traced(cacheChannel, trace, () => this.lookup(key, lockKey, factory, settings, trace));
     } catch (error) {
-      // Bad options or key reject, as they did before any lookup was made.
       return Promise.reject(error);
     }
-    // One boolean read when nobody listens: no trace object, no closure.
-    if (!cacheChannel.hasSubscribers) return this.lookup(key, lockKey, factory, settings);
-    const trace = cacheTraceOf(key, lockKey, this.options.traceKeys);
-    return traced(cacheChannel, trace, () => this.lookup(key, lockKey, factory, settings, trace));
   }
 
   private async lookup<T>(
@@ -201,47 +138,51 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     lockKey: string,
     factory: () => T | Promise<T>,
     settings: CacheSettings,
-    trace?: CacheTrace,
+    trace: CacheTrace,
   ): Promise<CacheLookup<Awaited<T>>> {
     const entry = await this.entries.lookup(key, lockKey);
     const now = this.now();
     if (entry && now < entry.freshUntil) {
-      if (trace) trace.role = 'hit';
+      trace.role = 'hit';
       this.emit('hit', key);
       return { value: entry.value as Awaited<T>, status: 'hit' };
     }
     if (entry && now < entry.staleUntil) {
-      if (trace) trace.role = 'stale';
+      trace.role = 'stale';
       this.emit('stale', key);
-      const refreshed = this.refreshes.refresh(key, lockKey, factory, settings);
-      if (settings.timeout > 0) {
-        const fresh = await withinMs(refreshed, toMilliseconds(settings.timeout));
-        if (fresh) return { value: fresh.value as Awaited<T>, status: 'miss' };
-      }
+      const refreshed = this.builder.refresh(key, lockKey, factory, settings);
+      const fresh = settings.timeout > 0 && (await settledWithin(refreshed, settings.timeout));
+      if (fresh) return { value: fresh.value as Awaited<T>, status: 'miss' };
       return { value: entry.value as Awaited<T>, status: 'stale' };
     }
     this.emit('miss', key);
-    if (trace === undefined) {
-      const built =
-        this.builds.promise<Built | undefined>(lockKey) ??
-        this.builds.startPromise(lockKey, () =>
-          this.builder.build(key, lockKey, factory, settings, 'wait'),
-        );
-      return { value: (await built)!.value as Awaited<T>, status: 'miss' };
-    }
     trace.role = 'miss';
-    const started = nowMs();
     const joined = this.builds.promise<Built | undefined>(lockKey);
     if (joined) {
-      // Another call of this process builds it: this one waits for that build.
-      const value = (await joined.finally(() => (trace.waitMs = nowMs() - started)))!.value;
+      const started = nowMs();
+      const built = await joined.finally(() => (trace.waitMs = nowMs() - started));
       trace.built = false;
-      return { value: value as Awaited<T>, status: 'miss' };
+      return { value: built!.value as Awaited<T>, status: 'miss' };
     }
     const built = await this.builds.startPromise(lockKey, () =>
       this.builder.build(key, lockKey, factory, settings, 'wait', trace),
     );
     return { value: built!.value as Awaited<T>, status: 'miss' };
+  }
+
+  /** A call's options over the defaults, validated once per set of values. */
+  private settingsOf(options: BufferCacheOptions | undefined): CacheSettings {
+    if (options === undefined) return this.defaults;
+    const id = idOf(options);
+    const kept = id === undefined ? undefined : this.kept.get(id);
+    if (kept) return kept;
+    const own = validateOptions(CacheOptionsDto, options, this.messages, 'partial');
+    const settings: Record<string, unknown> = { ...this.defaults };
+    for (const [name, value] of Object.entries(own))
+      if (value !== undefined) settings[name] = value;
+    if (this.kept.size >= MAX_KEPT_SETTINGS) this.kept.clear();
+    if (id !== undefined) this.kept.set(id, settings as CacheSettings);
+    return settings as CacheSettings;
   }
 
   private lockKeyOf(key: string): string {
@@ -251,4 +192,29 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     }
     return this.lock.redisKey(key);
   }
+}
+
+/** `undefined` for a value that is no number or string: `['30']` must not pass for `'30'`. */
+function idOf(options: BufferCacheOptions): string | undefined {
+  let id = '';
+  for (const name of OPTION_NAMES) {
+    const value: unknown = options[name];
+    if (value !== undefined && typeof value !== 'number' && typeof value !== 'string') {
+      return undefined;
+    }
+    id += `${typeof value}:${String(value)}|`;
+  }
+  return id;
+}
+
+/** The refresh's value if it settles within `seconds`, else `undefined`; never rejects. */
+function settledWithin<T>(
+  promise: Promise<T | undefined>,
+  seconds: number,
+): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), toMilliseconds(seconds));
+  });
+  return Promise.race([promise.catch(() => undefined), late]).finally(() => clearTimeout(timer));
 }

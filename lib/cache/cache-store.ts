@@ -1,9 +1,10 @@
+import { deleteKey, getValue, setValue } from '../redis/plain-commands.js';
 import { hasMethods } from '../options/rules.js';
+import type { RedisScriptClient } from '../types/clients.js';
 
 /**
- * Where the cache keeps its entries. Values are text (the entry, serialized by the module's
- * serializer); `ttlMs` is how long the store may keep one. Keyv fits as it is; implement it to
- * put entries anywhere else.
+ * Where the cache keeps its entries: text values, kept `ttlMs` at most. Keyv fits as it is;
+ * implement it to put entries anywhere else.
  *
  * @example
  * ```ts
@@ -20,31 +21,36 @@ export interface BufferCacheStore {
   delete(key: string): Promise<unknown> | unknown;
 }
 
-/** The part of a cache-manager 6/7 `Cache` the adapter uses (its TTLs are milliseconds). */
-interface CacheManagerLike {
-  get(key: string): Promise<unknown>;
-  set(key: string, value: unknown, ttl?: number): Promise<unknown>;
-  del(key: string): Promise<unknown>;
+/** A cache-manager `Cache` (it has `del`, and TTLs in ms) is adapted; Keyv is used as it is. */
+export function cacheStoreOf(cache: object): BufferCacheStore {
+  if (!hasMethods('get', 'set', 'del')(cache) || hasMethods('delete')(cache)) {
+    return cache as BufferCacheStore;
+  }
+  const manager = cache as BufferCacheStore & { del(key: string): unknown };
+  return {
+    get: (key) => manager.get(key),
+    set: (key, value, ttlMs) => manager.set(key, value, ttlMs),
+    delete: (key) => manager.del(key),
+  };
 }
 
-/**
- * The store for the module's `cache` option, picked by shape: a cache-manager `Cache` (it has
- * `del`) is adapted; a Keyv instance or any `BufferCacheStore` is used as it is.
- *
- * @example
- * ```ts
- * const store = cacheStoreOf(cacheManager); // a cache-manager `Cache`: `delete` calls its `del`
- * await store.set('report:1', text, 60_000);
- * ```
- */
-export function cacheStoreOf(cache: object): BufferCacheStore {
-  if (hasMethods('get', 'set', 'del')(cache) && !hasMethods('delete')(cache)) {
-    const manager = cache as CacheManagerLike;
-    return {
-      get: (key) => manager.get(key),
-      set: (key, value, ttlMs) => manager.set(key, value, ttlMs),
-      delete: (key) => manager.del(key),
-    };
+/** The default store: the lock's own client (keys in the lock's hash slot, see EntryStore). */
+export class RedisCacheStore implements BufferCacheStore {
+  // Kept once had, so that a hit reads without waiting a turn for the client.
+  private had: RedisScriptClient | undefined;
+
+  constructor(private readonly client: () => Promise<RedisScriptClient>) {}
+
+  get(key: string): Promise<string | null> {
+    if (this.had) return getValue(this.had, key);
+    return this.client().then((client) => getValue((this.had = client), key));
   }
-  return cache as BufferCacheStore;
+
+  async set(key: string, value: string, ttlMs: number): Promise<unknown> {
+    return setValue(await this.client(), key, value, ttlMs);
+  }
+
+  async delete(key: string): Promise<unknown> {
+    return deleteKey(await this.client(), key);
+  }
 }

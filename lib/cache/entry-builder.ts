@@ -1,84 +1,67 @@
 import type { EventEmitter } from 'node:events';
 import type { LockGuard } from '../lock/lock-results.js';
+import { errorText } from '../messages/error-text.js';
+import type { CacheSettings } from '../options/cache.options.js';
 import { currentFlight } from '../single-flight/flight-context.js';
 import { CROSS_PROCESS, type SingleFlightEngine } from '../single-flight/single-flight.engine.js';
-import type { CacheTrace, FlightTrace } from '../telemetry/channels.js';
+import {
+  cacheChannel,
+  keyHashOf,
+  traced,
+  type CacheTrace,
+  type FlightTrace,
+} from '../telemetry/channels.js';
 import type { BufferCacheEvents } from '../types/events.js';
-import type { CacheSettings } from '../options/cache.options.js';
-import type { EntryStore } from './entry-store.js';
+import type { CacheParts, EntryStore } from './entry-store.js';
 
-/**
- * What one build of an entry gave: the value, and whether this process ran the factory for it.
- *
- * @example
- * ```ts
- * const shared: Built = { value: report, built: false }; // another worker built it
- * ```
- */
+/** One build's value, and whether this process ran the factory for it. */
 export interface Built {
   readonly value: unknown;
   readonly built: boolean;
 }
 
-/**
- * What an {@link EntryBuilder} works with.
- *
- * @example
- * ```ts
- * const parts: EntryBuilderParts = { engine, entries, now: Date.now, events: cache };
- * ```
- */
-export interface EntryBuilderParts {
+export interface EntryBuilderParts extends CacheParts {
   readonly engine: SingleFlightEngine;
   readonly entries: EntryStore;
-  /** The clock of entry freshness, in epoch ms. */
-  readonly now: () => number;
-  /** Where `'built'` and `'shared'` are emitted: the cache. */
   readonly events: EventEmitter<BufferCacheEvents>;
 }
 
+const MAX_BACKOFF_MS = 30_000;
+
 /**
- * Builds cache entries once across the fleet: the factory runs under the Redis lock of the key
- * and the entry is written as the lock is released, or taken from the worker that built it.
- *
- * @example
- * ```ts
- * const builder = new EntryBuilder({ engine, entries, now: Date.now, events: cache });
- * const built = await builder.build(key, lock.redisKey(key), factory, settings, 'wait');
- * ```
+ * Builds entries once across the fleet, under the key's lock (a woken waiter reads the entry
+ * instead), and refreshes stale ones in the background: one refresh per key per process, none
+ * while another worker refreshes it, none in the fleet for a back-off after a failure (1 s
+ * doubling, 30 s at most).
  */
 export class EntryBuilder {
-  private readonly engine: SingleFlightEngine;
-  private readonly entries: EntryStore;
-  private readonly now: () => number;
-  private readonly events: EventEmitter<BufferCacheEvents>;
+  private readonly refreshes = new Map<string, Promise<Built | undefined>>();
+  private readonly backoff = new Map<string, { until: number; failures: number }>();
 
-  constructor(parts: EntryBuilderParts) {
-    this.engine = parts.engine;
-    this.entries = parts.entries;
-    this.now = parts.now;
-    this.events = parts.events;
+  constructor(private readonly parts: EntryBuilderParts) {}
+
+  /** A lookup's or a refresh's trace: the key itself only with `traceKeys`. */
+  traceOf(key: string, lockKey: string, role?: CacheTrace['role']): CacheTrace {
+    const keyHash = keyHashOf(lockKey);
+    return this.parts.options.traceKeys ? { keyHash, key, role } : { keyHash, role };
   }
 
-  /**
-   * One build across processes: under the lock the store is read again (another worker may have
-   * just built the entry), then the factory runs and the entry is written as the lock is released.
-   * A woken waiter takes the entry instead of building. `'skip'`: none if another worker builds.
-   * `failed`: what a failed build does with the lock it held (the refresh's back-off).
-   */
+  /** `failed`: what a failed build does with the lock it held (the refresh's back-off). */
   async build(
     key: string,
     lockKey: string,
     factory: () => unknown,
     settings: CacheSettings,
     onBusy: 'wait' | 'skip',
-    trace?: CacheTrace,
+    trace: CacheTrace,
     failed?: (guard: LockGuard) => Promise<void>,
   ): Promise<Built | undefined> {
+    const { engine, entries, now, events, options } = this.parts;
     let payload: string | undefined;
+    // Read again under the lock: another worker may have just written the entry.
     const fresh = async (): Promise<{ value: Built } | undefined> => {
-      const entry = await this.entries.read(key, lockKey);
-      return entry && this.now() < entry.freshUntil
+      const entry = await entries.read(key, lockKey);
+      return entry && now() < entry.freshUntil
         ? { value: { value: entry.value, built: false } }
         : undefined;
     };
@@ -86,10 +69,10 @@ export class EntryBuilder {
       const found = await fresh();
       if (found) return found.value;
       const value = await factory();
-      const text = this.entries.encode(key, value, settings);
+      const text = entries.encode(key, value, settings);
       // Without the lock no release follows: the entry is written here.
       if (currentFlight()?.locked) payload = text;
-      else await this.entries.write(key, lockKey, text, settings);
+      else await entries.write(key, lockKey, text, settings);
       return { value, built: true };
     };
     const flight = {
@@ -97,29 +80,85 @@ export class EntryBuilder {
       lockTimeout: settings.lockTimeout,
       onBusy,
       share: false,
-      onRedisError: 'proceed',
+      onRedisError: options.onRedisError,
       maxHold: undefined,
-    } as const;
-    // The flight's own trace gives the cache's its wait and hold.
-    const times: FlightTrace | undefined = trace && { keyHash: trace.keyHash };
+    };
     const hooks = {
       peek: fresh,
-      release: (guard: LockGuard) => this.entries.writeAndRelease(guard, key, payload, settings),
+      release: (guard: LockGuard) => entries.writeAndRelease(guard, key, payload, settings),
       failed,
     };
+    const times: FlightTrace = { keyHash: trace.keyHash };
     let outcome: Built | undefined;
     try {
-      outcome = (await this.engine[CROSS_PROCESS](key, lockKey, work, flight, hooks, times)) as
+      outcome = (await engine[CROSS_PROCESS](key, lockKey, work, flight, hooks, times)) as
         Built | undefined;
     } finally {
-      if (trace && times) {
-        trace.waitMs = times.waitMs;
-        trace.holdMs = times.holdMs;
-      }
+      trace.waitMs = times.waitMs;
+      trace.holdMs = times.holdMs;
     }
-    if (trace) trace.built = outcome?.built ?? false;
-    if (outcome?.built) this.events.emit('built', key);
-    else if (outcome && onBusy === 'wait') this.events.emit('shared', key);
+    trace.built = outcome?.built ?? false;
+    if (outcome?.built) events.emit('built', key);
+    else if (outcome && onBusy === 'wait') events.emit('shared', key);
     return outcome;
+  }
+
+  /** Resolves `undefined` when skipped, or failed (logged, `'refresh-failed'`); never rejects. */
+  refresh(
+    key: string,
+    lockKey: string,
+    factory: () => unknown,
+    settings: CacheSettings,
+  ): Promise<Built | undefined> {
+    const running = this.refreshes.get(lockKey);
+    if (running) return running;
+    const { now, events } = this.parts;
+    if ((this.backoff.get(lockKey)?.until ?? 0) > now()) return Promise.resolve(undefined);
+    events.emit('refresh', key);
+    const hold = (guard: LockGuard): Promise<void> => this.holdAfterFailure(guard, lockKey);
+    const trace = this.traceOf(key, lockKey, 'refresh');
+    const refresh = traced(cacheChannel, trace, async () => {
+      const built = await this.build(key, lockKey, factory, settings, 'skip', trace, hold);
+      if (built === undefined) trace.outcome = 'skipped';
+      return built;
+    }).then(
+      (built) => {
+        this.backoff.delete(lockKey);
+        return built;
+      },
+      (error: unknown) => {
+        this.refreshFailed(key, lockKey, error);
+        return undefined;
+      },
+    );
+    this.refreshes.set(lockKey, refresh);
+    void refresh.then(() => this.refreshes.delete(lockKey));
+    return refresh;
+  }
+
+  /** A failed refresh keeps the lock for the back-off: no worker in the fleet retries before. */
+  private async holdAfterFailure(guard: LockGuard, lockKey: string): Promise<void> {
+    const { lock, now } = this.parts;
+    const failures = (this.backoff.get(lockKey)?.failures ?? 0) + 1;
+    const ms = Math.min(MAX_BACKOFF_MS, 1000 * 2 ** (failures - 1));
+    this.backoff.set(lockKey, { until: now() + ms, failures });
+    const [extended] = await lock.extend(guard, ms / 1000);
+    if (!extended) await lock.release(guard);
+  }
+
+  private refreshFailed(key: string, lockKey: string, error: unknown): void {
+    const { messages, log, now, events } = this.parts;
+    const state = this.backoff.get(lockKey) ?? { until: now() + 1000, failures: 1 };
+    this.backoff.set(lockKey, state);
+    const line = messages.render('cache_refresh_failed', {
+      ERROR: errorText(error),
+      SECONDS: Math.max(1, Math.round((state.until - now()) / 1000)),
+    });
+    log.warn('cache_refresh_failed', line);
+    try {
+      events.emit('refresh-failed', key, error);
+    } catch {
+      // A listener's error is the listener's.
+    }
   }
 }

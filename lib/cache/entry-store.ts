@@ -2,64 +2,56 @@ import { LockError } from '../errors/lock.error.js';
 import type { LockGuard } from '../lock/lock-results.js';
 import { RELEASE_WRITING, type RedisLockService } from '../lock/redis-lock.service.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import { errorText } from '../messages/error-text.js';
+import type { CacheSettings } from '../options/cache.options.js';
 import { toMilliseconds } from '../options/seconds.js';
 import { slotKey } from '../redis/keys.js';
-import type { ResultSerializer } from '../serialization/result-serializer.js';
+import type { FlightOptions } from '../options/buffer-lock.options.js';
+import {
+  JSON_RESULT_SERIALIZER,
+  UnserializableValueError,
+  type ResultSerializer,
+} from '../serialization/result-serializer.js';
 import type { ThrottledLog } from '../single-flight/throttled-log.js';
-import { decodeEntry, encodeEntry, type CacheEntry } from './cache-entry.js';
-import type { CacheSettings } from '../options/cache.options.js';
-import { cacheStoreOf, type BufferCacheStore } from './cache-store.js';
-import { RedisCacheStore } from './redis-cache.store.js';
-import { errorText } from '../messages/error-text.js';
+import { cacheStoreOf, RedisCacheStore, type BufferCacheStore } from './cache-store.js';
 
-/**
- * What an {@link EntryStore} works with.
- *
- * @example
- * ```ts
- * const parts: EntryStoreParts = { lock, cache: keyv, prefix, serializer, messages, log, now };
- * ```
- */
-export interface EntryStoreParts {
+/** One cached value: fresh until `freshUntil`, servable stale until `staleUntil` (epoch ms). */
+export interface CacheEntry {
+  readonly value: unknown;
+  readonly freshUntil: number;
+  readonly staleUntil: number;
+}
+
+/** What the cache's parts share. */
+export interface CacheParts {
   readonly lock: RedisLockService;
-  /** The module's `cache`: a cache-manager `Cache`, a Keyv, a `BufferCacheStore`; or the built-in. */
-  readonly cache: object | undefined;
-  readonly prefix: string;
-  readonly serializer: ResultSerializer;
+  readonly options: FlightOptions;
   readonly messages: BufferLockMessages;
   readonly log: ThrottledLog;
   readonly now: () => number;
 }
 
 /**
- * The cache's entries in their store: where each lives, how it is written and read, and what a
- * failing store means (a miss, logged once per interval). On the built-in store an entry lives
- * in its lock key's hash slot, so that a build writes it and releases the lock in one script.
- *
- * @example
- * ```ts
- * const entries = new EntryStore({ lock, cache: keyv, prefix, serializer, messages, log, now });
- * const text = entries.encode(key, report, settings);
- * await entries.write(key, lock.redisKey(key), text, settings);
- * const entry = await entries.lookup(key, lock.redisKey(key));
- * ```
+ * The entries in their store; a failing store is a miss, logged. On the built-in store an entry
+ * lives in its lock key's hash slot, so that one script writes it and releases the lock.
  */
 export class EntryStore {
   private readonly store: BufferCacheStore;
   private readonly builtIn: boolean;
-  /** Lookups in progress, by store key: concurrent lookups of one key share one store read. */
+  private readonly serializer: ResultSerializer;
   private readonly reading = new Map<string, Promise<CacheEntry | undefined>>();
 
-  constructor(private readonly parts: EntryStoreParts) {
-    const { cache, lock } = parts;
+  constructor(
+    private readonly parts: CacheParts,
+    cache: object | undefined,
+  ) {
+    const { lock, options } = parts;
     this.store = cache ? cacheStoreOf(cache) : new RedisCacheStore(() => lock.getClient());
     this.builtIn = this.store instanceof RedisCacheStore;
+    this.serializer = options.serializer ?? JSON_RESULT_SERIALIZER;
   }
 
-  /**
-   * The entry of `key` for a lookup. Lookups of one key that overlap share one store read (and
-   * its entry): a hot key costs one read per round trip, not one per caller.
-   */
+  /** Overlapping lookups of one key share one store read: a hot key is one read per round trip. */
   lookup(key: string, lockKey: string): Promise<CacheEntry | undefined> {
     const storeKey = this.keyOf(key, lockKey);
     const running = this.reading.get(storeKey);
@@ -71,16 +63,12 @@ export class EntryStore {
     return read;
   }
 
-  /**
-   * The entry of `key` as the store has it now (a read of its own: under the lock, an overlapping
-   * older read could miss what another worker just wrote), or `undefined` when it is missing,
-   * unreadable, or the store failed (logged).
-   */
+  /** A read of its own: under the lock, an older overlapping read may miss a newer write. */
   async read(key: string, lockKey: string): Promise<CacheEntry | undefined> {
     const text = await this.guarded(() => this.store.get(this.keyOf(key, lockKey)));
     if (text === undefined || text === null) return undefined;
     try {
-      return decodeEntry(this.parts.serializer, text);
+      return this.decode(text);
     } catch (error) {
       const { messages, log } = this.parts;
       const line = messages.render('cache_entry_unreadable', { ERROR: errorText(error) });
@@ -89,18 +77,28 @@ export class EntryStore {
     }
   }
 
-  /**
-   * The text of a fresh entry for `value`. Throws the catalog's `cache_value_unserializable`
-   * error for a value the serializer cannot represent.
-   */
+  // `freshUntil:staleUntil:payload`: the serializer sees the user's value alone.
   encode(key: string, value: unknown, settings: CacheSettings): string {
-    const freshUntil = this.parts.now() + toMilliseconds(settings.ttl);
-    const staleUntil = freshUntil + settings.grace * 1000;
-    const { serializer, messages } = this.parts;
-    return encodeEntry(serializer, messages, key, { value, freshUntil, staleUntil });
+    const { messages, now } = this.parts;
+    let payload: string;
+    try {
+      payload = this.serializer.serialize(value);
+    } catch (error) {
+      const { what, path } =
+        error instanceof UnserializableValueError
+          ? error.problem
+          : { what: errorText(error), path: '$' };
+      const text = messages.render('cache_value_unserializable', {
+        KEY: key,
+        WHAT: what,
+        PATH: path,
+      });
+      throw new LockError('cache_value_unserializable', text, { cause: error });
+    }
+    const freshUntil = now() + toMilliseconds(settings.ttl);
+    return `${freshUntil}:${freshUntil + settings.grace * 1000}:${payload}`;
   }
 
-  /** Writes an encoded entry (a failing store is logged). */
   async write(key: string, lockKey: string, text: string, settings: CacheSettings): Promise<void> {
     const storeKey = this.keyOf(key, lockKey);
     await this.guarded(() => this.store.set(storeKey, text, ttlMsOf(settings)));
@@ -117,32 +115,39 @@ export class EntryStore {
     text: string | undefined,
     settings: CacheSettings,
   ): Promise<LockError | undefined> {
-    const { lock, prefix } = this.parts;
+    const { lock, options } = this.parts;
     if (text !== undefined && this.builtIn) {
-      const write = { prefix, payload: text, ttlMs: ttlMsOf(settings) };
-      const [, error] = await lock[RELEASE_WRITING](guard, write);
-      return error;
+      const write = { prefix: options.cachePrefix, payload: text, ttlMs: ttlMsOf(settings) };
+      return (await lock[RELEASE_WRITING](guard, write))[1];
     }
     if (text !== undefined) await this.write(key, guard.key, text, settings);
-    const [, error] = await lock.release(guard);
-    return error;
+    return (await lock.release(guard))[1];
   }
 
-  /** Built-in store: the prefix, then the lock key's slot tag. Another store: the key itself. */
+  private decode(text: unknown): CacheEntry {
+    if (typeof text !== 'string') throw new TypeError('not a cache entry');
+    const first = text.indexOf(':');
+    const second = text.indexOf(':', first + 1);
+    const freshUntil = Number(text.slice(0, first));
+    const staleUntil = Number(text.slice(first + 1, second));
+    if (first < 0 || second < 0 || !Number.isFinite(freshUntil) || !Number.isFinite(staleUntil)) {
+      throw new TypeError('not a cache entry');
+    }
+    const value = this.serializer.deserialize(text.slice(second + 1));
+    return { value, freshUntil, staleUntil };
+  }
+
   private keyOf(key: string, lockKey: string): string {
-    return this.builtIn ? slotKey(lockKey, this.parts.prefix) : key;
+    return this.builtIn ? slotKey(lockKey, this.parts.options.cachePrefix) : key;
   }
 
-  /** A store call whose failure is logged (rate limited) and read as "nothing there". */
   private async guarded(call: () => unknown): Promise<unknown> {
     try {
       return await call();
     } catch (error) {
       const { messages, log } = this.parts;
-      log.error(
-        'cache_store_failed',
-        messages.render('cache_store_failed', { ERROR: errorText(error) }),
-      );
+      const line = messages.render('cache_store_failed', { ERROR: errorText(error) });
+      log.error('cache_store_failed', line);
       return undefined;
     }
   }

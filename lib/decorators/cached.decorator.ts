@@ -1,32 +1,27 @@
+import { BufferCache } from '../cache/buffer-cache.service.js';
 import { BufferLockNotImportedError } from '../errors/buffer-lock-not-imported.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import { CacheOptionsDto, type BufferCacheOptions } from '../options/cache.options.js';
 import { validateOptions } from '../options/validate-options.js';
 import {
+  checkArguments,
   configError,
   injectOnce,
-  isKeyForm,
-  isOptionsForm,
   keyOf,
-  originalMethod,
-  type KeyedMethodDecorator,
   notAPlainValue,
+  originalMethod,
   replaceMethod,
   returnsObservable,
+  type KeyedMethodDecorator,
   type SingleFlightKey,
 } from './method-metadata.js';
-import { BufferCache } from '../cache/buffer-cache.service.js';
-import { CacheOptionsDto, type BufferCacheOptions } from '../options/cache.options.js';
 
-/** The instance property Nest fills with the cache (property injection, per instance). */
 const CACHE: unique symbol = Symbol('BufferLock.cache');
 
 /**
- * Caches the method's value under `key`, built once across every worker sharing one Redis: a
- * fresh hit is one store read and no lock; a miss runs the method in one worker while the others
- * wait and take its value; with `grace`, a stale value is served while one worker refreshes it.
- * The method becomes async. Works on controller handlers and provider methods, next to `@Get`,
- * `@Cron` and the rest in either order. Refused when the class is defined: a handler that answers
- * through `@Res()`/`@Next()`, or a method declared to return an Observable (neither is one value).
+ * Caches the method's value under `key`, built once across every worker sharing one Redis (see
+ * `BufferCache.getOrSet`). The method becomes async. Refused when the class is defined for a
+ * handler that answers through `@Res()`/`@Next()` or returns an Observable.
  *
  * @example
  * ```ts
@@ -42,9 +37,7 @@ export function Cached<This, Args extends unknown[]>(
   options: BufferCacheOptions = {},
 ): KeyedMethodDecorator {
   const messages = new BufferLockMessages();
-  if (!isKeyForm(key)) throw configError(messages, 'key', 'cached_key_invalid');
-  if (!isOptionsForm(options)) throw configError(messages, 'options', 'cached_options_invalid');
-  // Validated once, here; the cache keeps what it resolves for this very object.
+  checkArguments(messages, 'cached', key, options);
   validateOptions(CacheOptionsDto, options, messages, 'partial');
 
   return (target, propertyKey, descriptor) => {
@@ -52,7 +45,7 @@ export function Cached<This, Args extends unknown[]>(
       descriptor as never,
       propertyKey,
       messages,
-      'cached_not_method',
+      'cached',
     );
     const names = { CLASS: target.constructor.name, METHOD: String(propertyKey) };
     const why = returnsObservable(target, propertyKey)
@@ -64,9 +57,8 @@ export function Cached<This, Args extends unknown[]>(
     const wrapper = function (this: This, ...args: Args): Promise<unknown> {
       const cache = (this as { [CACHE]?: BufferCache })[CACHE];
       if (!cache) {
-        return Promise.reject(
-          new BufferLockNotImportedError(messages.render('cached_no_module', names)),
-        );
+        const text = messages.render('cached_no_module', names);
+        return Promise.reject(new BufferLockNotImportedError(text));
       }
       try {
         return cache.getOrSet(keyOf(key, this, args), () => original.apply(this, args), options);

@@ -2,7 +2,7 @@ import { Inject } from '@nestjs/common';
 import { BUFFER_LOCK_OPTIONS } from '../options/buffer-lock.constants.js';
 
 /**
- * Injects the validated options of `BufferLockModule` (`ResolvedBufferLockOptions`).
+ * Injects `BufferLockModule`'s validated options.
  *
  * @example
  * ```ts

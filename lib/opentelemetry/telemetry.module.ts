@@ -10,7 +10,6 @@ import { enableBufferLockTelemetry, type BufferLockTelemetryOptions } from './te
 
 const TELEMETRY_OPTIONS = Symbol('bufferLockTelemetryOptions');
 
-/** Subscribes when the module starts and unsubscribes at application shutdown. */
 @Injectable()
 class TelemetrySubscription implements OnModuleInit, OnApplicationShutdown {
   private stop: (() => void) | undefined;
@@ -28,9 +27,7 @@ class TelemetrySubscription implements OnModuleInit, OnApplicationShutdown {
 }
 
 /**
- * {@link enableBufferLockTelemetry} for a Nest app: spans and metrics from the library's
- * diagnostics channels while the app runs, none after it shut down (`enableShutdownHooks()`, or
- * `app.close()`).
+ * `enableBufferLockTelemetry` for a Nest app, from module start to application shutdown.
  *
  * @example
  * ```ts
@@ -41,7 +38,6 @@ class TelemetrySubscription implements OnModuleInit, OnApplicationShutdown {
 @Module({})
 // oxlint-disable-next-line typescript/no-extraneous-class -- a Nest module class carries only metadata
 export class BufferLockTelemetryModule {
-  /** The global OpenTelemetry providers, or those given. */
   static forRoot(options: BufferLockTelemetryOptions = {}): DynamicModule {
     return {
       module: BufferLockTelemetryModule,

@@ -4,6 +4,7 @@ import {
   SpanStatusCode,
   trace,
   type Attributes,
+  type AttributeValue,
   type Context,
   type MeterProvider,
   type Span,
@@ -20,47 +21,37 @@ import {
   type LockLostMessage,
 } from '../telemetry/channels.js';
 
-/** The instrumentation scope of the library's spans and metrics. */
 const SCOPE = 'nestjs-buffer-lock';
+const IDLE = { end() {}, asyncStart() {}, error() {} };
 
-/**
- * Where {@link enableBufferLockTelemetry} sends spans and metrics. Each one left out is the
- * global provider of `@opentelemetry/api` (what the OpenTelemetry SDK registers).
- *
- * @example
- * ```ts
- * const options: BufferLockTelemetryOptions = { tracerProvider, meterProvider };
- * ```
- */
+/** Where spans and metrics go; each one left out is `@opentelemetry/api`'s global provider. */
 export interface BufferLockTelemetryOptions {
   readonly tracerProvider?: TracerProvider;
   readonly meterProvider?: MeterProvider;
 }
 
-/** The span attributes of a trace: the key's hash, the key only when the trace has it. */
+const ATTRIBUTES = {
+  key: 'buffer_lock.key',
+  role: 'buffer_lock.role',
+  waitMs: 'buffer_lock.wait_ms',
+  holdMs: 'buffer_lock.hold_ms',
+  outcome: 'buffer_lock.outcome',
+  locked: 'buffer_lock.locked',
+  unlockedReason: 'buffer_lock.unlocked_reason',
+  built: 'buffer_lock.built',
+} as const;
+
 function spanAttributes(context: FlightTrace | CacheTrace): Attributes {
   const attributes: Attributes = { 'buffer_lock.key_hash': context.keyHash };
-  if (context.key !== undefined) attributes['buffer_lock.key'] = context.key;
-  if (context.role !== undefined) attributes['buffer_lock.role'] = context.role;
-  if (context.waitMs !== undefined) attributes['buffer_lock.wait_ms'] = context.waitMs;
-  if (context.holdMs !== undefined) attributes['buffer_lock.hold_ms'] = context.holdMs;
-  if (context.outcome !== undefined) attributes['buffer_lock.outcome'] = context.outcome;
-  if ('locked' in context && context.locked !== undefined) {
-    attributes['buffer_lock.locked'] = context.locked;
-  }
-  if ('unlockedReason' in context && context.unlockedReason !== undefined) {
-    attributes['buffer_lock.unlocked_reason'] = context.unlockedReason;
-  }
-  if ('built' in context && context.built !== undefined) {
-    attributes['buffer_lock.built'] = context.built;
+  for (const [field, name] of Object.entries(ATTRIBUTES)) {
+    const value = (context as unknown as Record<string, AttributeValue | undefined>)[field];
+    if (value !== undefined) attributes[name] = value;
   }
   return attributes;
 }
 
-/**
- * `handle`, made harmless: a channel reports a subscriber's error as an uncaught exception, and a
- * broken provider must not take the app down with it.
- */
+// A channel reports a subscriber's error as an uncaught exception: a broken provider must not
+// take the app down.
 const safely =
   (handle: (message: unknown) => void) =>
   (message: unknown): void => {
@@ -71,35 +62,20 @@ const safely =
     }
   };
 
-/** Ends `span` with the trace's attributes, and its error as an exception. */
 function finish(span: Span, context: FlightTrace | CacheTrace): void {
   span.setAttributes(spanAttributes(context));
   if (context.outcome === 'error') {
-    const error = context.error;
-    if (error instanceof Error) span.recordException(error);
-    span.setStatus({
-      code: SpanStatusCode.ERROR,
-      message: error instanceof Error ? error.message : undefined,
-    });
+    const error = context.error instanceof Error ? context.error : undefined;
+    if (error) span.recordException(error);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: error?.message });
   }
   span.end();
 }
 
 /**
- * Turns the library's diagnostics channels into OpenTelemetry spans and metrics, and returns the
- * function that stops it (unsubscribes; calling it again does nothing). The channels are the one
- * source: nothing else in the library knows of OpenTelemetry.
- *
- * - Spans: `buffer_lock.flight` for each `@SingleFlight` call or `SingleFlightEngine.run`,
- *   `buffer_lock.cache.miss` and `buffer_lock.cache.refresh` for cache lookups that missed and for
- *   background refreshes; each a child of the span active where the call was made, with the
- *   attributes `buffer_lock.key_hash`, `buffer_lock.role`, `buffer_lock.wait_ms`,
- *   `buffer_lock.hold_ms`, `buffer_lock.outcome` (and `buffer_lock.key` with `traceKeys: true`).
- * - Counters: `buffer_lock.cache.hits`, `.misses`, `.stale`, `.refreshes`;
- *   `buffer_lock.flight.leaders`, `.waiters`, `.shared`; `buffer_lock.lock.lost` (by `reason`);
- *   `buffer_lock.breaker.transitions` (by `state` and `previous`).
- * - Histograms (ms): `buffer_lock.wait.duration` and `buffer_lock.hold.duration`, by `source`
- *   (`flight` or `cache`).
+ * Turns the library's diagnostics channels into OpenTelemetry spans (`buffer_lock.flight`,
+ * `buffer_lock.cache.miss`, `buffer_lock.cache.refresh`), counters and wait/hold histograms.
+ * Returns the function that stops it.
  *
  * @example
  * ```ts
@@ -127,14 +103,13 @@ export function enableBufferLockTelemetry(options: BufferLockTelemetryOptions = 
   } as const;
   const lost = counter('lock.lost', 'Locks lost while their work ran');
   const transitions = counter('breaker.transitions', 'Circuit breaker state changes');
-  const waitTime = meter.createHistogram('buffer_lock.wait.duration', {
-    description: 'Time from a call to its lock, shared result or joined outcome',
-    unit: 'ms',
-  });
-  const holdTime = meter.createHistogram('buffer_lock.hold.duration', {
-    description: 'Time a lock was held, release included',
-    unit: 'ms',
-  });
+  const histogram = (name: string, description: string) =>
+    meter.createHistogram(`buffer_lock.${name}.duration`, { description, unit: 'ms' });
+  const waitTime = histogram(
+    'wait',
+    'Time from a call to its lock, shared result or joined outcome',
+  );
+  const holdTime = histogram('hold', 'Time a lock was held, release included');
   const times = (context: FlightTrace | CacheTrace, source: 'flight' | 'cache'): void => {
     if (context.waitMs !== undefined) waitTime.record(context.waitMs, { source });
     if (context.holdMs !== undefined) holdTime.record(context.holdMs, { source });
@@ -142,12 +117,11 @@ export function enableBufferLockTelemetry(options: BufferLockTelemetryOptions = 
 
   const flightSpans = new WeakMap<object, Span>();
   const flightHandlers = {
+    ...IDLE,
     start: safely((message) => {
       const span = tracer.startSpan('buffer_lock.flight', {}, otelContext.active());
       flightSpans.set(message as object, span);
     }),
-    end() {},
-    asyncStart() {},
     asyncEnd: safely((message) => {
       const context = message as FlightTrace;
       if (context.role !== undefined) flightCounters[context.role].add(1);
@@ -156,17 +130,15 @@ export function enableBufferLockTelemetry(options: BufferLockTelemetryOptions = 
       flightSpans.delete(context);
       if (span) finish(span, context);
     }),
-    error() {},
   };
 
-  // A lookup's span is made when it ends, as a miss or a refresh: hits make none.
+  // A lookup's span is made when it ends, and only for a miss or a refresh.
   const cacheStarts = new WeakMap<object, { at: number; parent: Context }>();
   const cacheHandlers = {
+    ...IDLE,
     start: safely((message) => {
       cacheStarts.set(message as object, { at: Date.now(), parent: otelContext.active() });
     }),
-    end() {},
-    asyncStart() {},
     asyncEnd: safely((message) => {
       const context = message as CacheTrace;
       const started = cacheStarts.get(context);
@@ -179,7 +151,6 @@ export function enableBufferLockTelemetry(options: BufferLockTelemetryOptions = 
       const name = context.role === 'miss' ? 'buffer_lock.cache.miss' : 'buffer_lock.cache.refresh';
       finish(tracer.startSpan(name, { startTime: started.at }, started.parent), context);
     }),
-    error() {},
   };
 
   const onLost = safely((message) => {
@@ -190,17 +161,16 @@ export function enableBufferLockTelemetry(options: BufferLockTelemetryOptions = 
     transitions.add(1, { state, previous });
   });
 
-  flightChannel.subscribe(flightHandlers);
-  cacheChannel.subscribe(cacheHandlers);
-  lockLostChannel.subscribe(onLost);
-  breakerChannel.subscribe(onBreaker);
+  const all = (act: 'subscribe' | 'unsubscribe'): void => {
+    flightChannel[act](flightHandlers);
+    cacheChannel[act](cacheHandlers);
+    lockLostChannel[act](onLost);
+    breakerChannel[act](onBreaker);
+  };
+  all('subscribe');
   let enabled = true;
   return () => {
-    if (!enabled) return;
+    if (enabled) all('unsubscribe');
     enabled = false;
-    flightChannel.unsubscribe(flightHandlers);
-    cacheChannel.unsubscribe(cacheHandlers);
-    lockLostChannel.unsubscribe(onLost);
-    breakerChannel.unsubscribe(onBreaker);
   };
 }

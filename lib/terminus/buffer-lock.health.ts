@@ -12,105 +12,57 @@ import {
   type SubscriberState,
 } from '../single-flight/single-flight.engine.js';
 
-/** Default of {@link BufferLockHealthOptions.timeout}, in ms. */
 const DEFAULT_TIMEOUT_MS = 1000;
-
-/** Longest timer Node sets (2^31 - 1 ms); a longer one would fire at once. */
+// Node fires a longer timer at once.
 const MAX_TIMEOUT_MS = 2_147_483_647;
 
-/**
- * Options of one {@link BufferLockHealthIndicator.isHealthy} check.
- *
- * @example
- * ```ts
- * const options: BufferLockHealthOptions = { timeout: 300 };
- * ```
- */
+/** Options of one `isHealthy` check. */
 export interface BufferLockHealthOptions {
   /** Milliseconds Redis has to answer PING; the check is down after that. Default `1000`. */
   readonly timeout?: number;
 }
 
-/**
- * What a check reports under its key, next to Terminus's `status`.
- *
- * @example
- * ```ts
- * const details: BufferLockHealthDetails = { breaker: 'closed', pingMs: 0.4, subscriber: 'usable' };
- * ```
- */
+/** What a check reports under its key, next to Terminus's `status`. */
 export interface BufferLockHealthDetails {
   /** The engine's circuit breaker, or `disabled` (`circuitBreaker: false`). */
   readonly breaker: CircuitState | 'disabled';
   /** PING's round trip through the lock's client, in ms; `null` when Redis did not answer. */
   readonly pingMs: number | null;
-  /**
-   * The wake-up subscriber: `usable`, `unusable` (waiting callers poll until a subscription is
-   * confirmed again), or `none` (a wait strategy that is not pub/sub). Reported, never a reason
-   * to be down.
-   */
+  /** The wake-up subscriber (`unusable`: waiters poll); never a reason to be down. */
   readonly subscriber: SubscriberState;
   /** Why the check is down, in the catalog's words; absent when up. */
   readonly message?: string;
 }
 
-/** What the PING gave: its round trip, or why there is none. */
-type PingOutcome = { readonly ms: number } | { readonly problem: string };
-
 const TIMED_OUT: unique symbol = Symbol('timedOut');
 
 /**
- * A Terminus health indicator for the lock's Redis. `isHealthy(key)` sends one PING through the
- * lock service's own client, bounded by `timeout` (it never waits longer, whatever Redis does),
- * and reads the engine's circuit breaker and wake-up subscriber. It is down when PING fails, gives
- * no answer in time or an unexpected one, or when the breaker is open; the reason is in `message`.
- *
- * Provide it next to a health controller in a module that imports `TerminusModule` and sees
- * `BufferLockModule` (imported there, or registered with `isGlobal: true`).
+ * A Terminus health indicator for the lock's Redis: one PING through the lock's client, bounded
+ * by `timeout`, and the engine's breaker and subscriber. Down when PING fails or is late, or the
+ * breaker is open; the reason is in `message`.
  *
  * @example
  * ```ts
- * @Controller('health')
- * class HealthController {
- *   constructor(
- *     private readonly health: HealthCheckService,
- *     private readonly bufferLock: BufferLockHealthIndicator,
- *   ) {}
- *
- *   @Get()
- *   @HealthCheck()
- *   check() {
- *     return this.health.check([() => this.bufferLock.isHealthy('buffer-lock', { timeout: 500 })]);
- *   }
+ * // in a module with TerminusModule and providers: [BufferLockHealthIndicator]
+ * @Get('health')
+ * @HealthCheck()
+ * check() {
+ *   return this.health.check([() => this.bufferLock.isHealthy('buffer-lock', { timeout: 500 })]);
  * }
- *
- * @Module({
- *   imports: [TerminusModule],
- *   controllers: [HealthController],
- *   providers: [BufferLockHealthIndicator],
- * })
- * export class HealthModule {}
  * ```
  */
 @Injectable()
 export class BufferLockHealthIndicator {
-  private readonly messages: BufferLockMessages;
-
   constructor(
     @Inject(RedisLockService) private readonly lock: RedisLockService,
     @Inject(SingleFlightEngine) private readonly engine: SingleFlightEngine,
     @Inject(HealthIndicatorService) private readonly health: HealthIndicatorService,
-    @Optional() @Inject(BufferLockMessages) messages?: BufferLockMessages,
-  ) {
-    this.messages = messages ?? new BufferLockMessages();
-  }
+    @Optional()
+    @Inject(BufferLockMessages)
+    private readonly messages: BufferLockMessages = new BufferLockMessages(),
+  ) {}
 
-  /**
-   * Checks the lock's Redis and the engine, and reports `up` or `down` under `key` with
-   * {@link BufferLockHealthDetails}. Resolves within `timeout` ms (plus the event loop's delay);
-   * never rejects for Redis trouble. Throws a `LockError` (`health_timeout_invalid`) for a
-   * `timeout` that is not a positive number of milliseconds.
-   */
+  /** `up` or `down` under `key`, within `timeout` ms; rejects only for a bad `timeout`. */
   async isHealthy<const Key extends string = 'buffer-lock'>(
     key: Key = 'buffer-lock' as Key,
     options: BufferLockHealthOptions = {},
@@ -131,8 +83,8 @@ export class BufferLockHealthIndicator {
       ]);
       // Read after PING: a breaker whose cool-down ended meanwhile reads half-open.
       const breaker = this.engine.breaker?.state ?? 'disabled';
-      const pingMs = 'ms' in outcome ? outcome.ms : null;
-      const problems = 'problem' in outcome ? [outcome.problem] : [];
+      const pingMs = typeof outcome === 'number' ? outcome : null;
+      const problems = typeof outcome === 'string' ? [outcome] : [];
       if (breaker === 'open') problems.push(this.messages.render('health_breaker_open'));
       const details = { breaker, pingMs, subscriber };
       return problems.length === 0
@@ -143,8 +95,11 @@ export class BufferLockHealthIndicator {
     }
   }
 
-  /** One PING through the lock's client, raced with `deadline`. */
-  private async ping(deadline: Promise<typeof TIMED_OUT>, timeout: number): Promise<PingOutcome> {
+  /** The round trip in ms, or what went wrong. */
+  private async ping(
+    deadline: Promise<typeof TIMED_OUT>,
+    timeout: number,
+  ): Promise<number | string> {
     const started = performance.now();
     const answered = this.lock.getClient().then((client) => ping(client));
     // Settled later than the deadline, its rejection is still handled.
@@ -153,14 +108,11 @@ export class BufferLockHealthIndicator {
     try {
       answer = await Promise.race([answered, deadline]);
     } catch (error) {
-      const text = errorText(error);
-      return { problem: this.messages.render('health_ping_failed', { ERROR: text }) };
+      return this.messages.render('health_ping_failed', { ERROR: errorText(error) });
     }
-    if (answer === TIMED_OUT) {
-      return { problem: this.messages.render('health_ping_timeout', { MS: timeout }) };
-    }
-    if (answer !== 'PONG') return { problem: this.messages.render('health_ping_bad_reply') };
-    return { ms: Math.round((performance.now() - started) * 100) / 100 };
+    if (answer === TIMED_OUT) return this.messages.render('health_ping_timeout', { MS: timeout });
+    if (answer !== 'PONG') return this.messages.render('health_ping_bad_reply');
+    return Math.round((performance.now() - started) * 100) / 100;
   }
 
   private timeoutOf(options: BufferLockHealthOptions): number {

@@ -3,9 +3,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BufferCache,
   BufferLockConfigError,
+  connectFailFast,
   ENGLISH_MESSAGES,
   LockError,
   RedisLockService,
+  RedisUnavailableError,
   type BufferCacheStore,
 } from '../../lib/index.js';
 import { commandStats } from '../support/command-stats.js';
@@ -264,17 +266,65 @@ describe('trouble', () => {
       ENGLISH_MESSAGES.cache_store_failed.replace('ERROR', 'store unreachable'),
     ]);
   });
+});
 
-  it("the lock's Redis down: the build runs without the lock and the cache still serves", async () => {
-    const memory = new Map<string, string>();
-    const store: BufferCacheStore = {
-      get: (k) => memory.get(k),
-      set: (k, v) => void memory.set(k, v),
-      delete: (k) => void memory.delete(k),
-    };
-    const lock = new RedisLockService({ redis: () => undefined, namespace: 'test:cache:down:' });
-    const logger = new MemoryLogger();
-    const cache = new BufferCache({ lock, store, options: { logger } });
+/** A cache whose lock's Redis was stopped; its entries in a Map unless `builtIn`. */
+async function deadLockCache(
+  options: { onRedisError?: 'throw' | 'proceed' } = {},
+  builtIn = false,
+) {
+  const dead = await startRedis();
+  await dead.stop();
+  const memory = new Map<string, string>();
+  const store: BufferCacheStore = {
+    get: (k) => memory.get(k),
+    set: (k, v) => void memory.set(k, v),
+    delete: (k) => void memory.delete(k),
+  };
+  const lock = new RedisLockService({
+    redis: () => connectFailFast(dead.url),
+    namespace: 'test:cache:stopped:',
+  });
+  const logger = new MemoryLogger();
+  const cache = new BufferCache({
+    lock,
+    store: builtIn ? undefined : store,
+    options: { logger, circuitBreaker: false, ...options },
+  });
+  return { cache, logger };
+}
+
+describe("the lock's Redis stopped", () => {
+  it("onRedisError: 'throw': a miss rejects with RedisUnavailableError and runs nothing", async () => {
+    const { cache } = await deadLockCache({ onRedisError: 'throw' });
+    let ran = false;
+    const error = await cache.getOrSet(key(), () => (ran = true)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RedisUnavailableError);
+    expect((error as RedisUnavailableError).message).toBe(ENGLISH_MESSAGES.redis_unavailable);
+    expect((error as RedisUnavailableError).getStatus()).toBe(503);
+    expect(ran).toBe(false);
+  });
+
+  it("onRedisError: 'throw': a fresh hit is still served from the store, with no lock", async () => {
+    const { cache } = await deadLockCache({ onRedisError: 'throw' });
+    const k = key();
+    await cache.set(k, 'preset');
+    expect(await cache.getOrSet(k, () => 'not called')).toBe('preset');
+  });
+
+  it("onRedisError: 'throw' on the built-in store: the failing read is a miss (logged), then the 503", async () => {
+    const { cache, logger } = await deadLockCache({ onRedisError: 'throw' }, true);
+    const error = await cache.getOrSet(key(), () => 'not run').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RedisUnavailableError);
+    expect(
+      logger
+        .at('error')
+        .some((l) => l.startsWith(ENGLISH_MESSAGES.cache_store_failed.split('ERROR')[0]!)),
+    ).toBe(true);
+  });
+
+  it("the default 'proceed': the build runs without the lock (logged) and the cache still serves", async () => {
+    const { cache, logger } = await deadLockCache();
     const k = key();
     expect(await cache.getOrSet(k, () => 'fail-open')).toBe('fail-open');
     expect(await cache.getOrSet(k, () => 'not called')).toBe('fail-open');
