@@ -5,7 +5,6 @@ import { LockError } from '../errors/lock.error.js';
 import { RedisLockService } from '../lock/redis-lock.service.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { ping } from '../redis/plain-commands.js';
-import type { CircuitState } from '../types/events.js';
 import {
   SingleFlightEngine,
   SUBSCRIBER_STATE,
@@ -25,7 +24,7 @@ export interface BufferLockHealthOptions {
 /** What a check reports under its key, next to Terminus's `status`. */
 export interface BufferLockHealthDetails {
   /** The engine's circuit breaker, or `disabled` (`circuitBreaker: false`). */
-  readonly breaker: CircuitState | 'disabled';
+  readonly breaker: 'closed' | 'open' | 'half-open' | 'disabled';
   /** PING's round trip through the lock's client, in ms; `null` when Redis did not answer. */
   readonly pingMs: number | null;
   /** The wake-up subscriber (`unusable`: waiters poll); never a reason to be down. */
