@@ -14,7 +14,7 @@ import {
 } from '../options/redis-lock.options.js';
 import { isNodeRedisClient, type LockClient, type RedisClientFactory } from '../redis/client.js';
 import { type RedisScriptClient } from '../types/clients.js';
-import { parseSeconds, toMilliseconds } from '../options/seconds.js';
+import { parseSeconds, TIMER_SECONDS, toMilliseconds } from '../options/seconds.js';
 import { isResolved } from '../options/validate-options.js';
 import { batchingClient } from '../redis/batching-client.js';
 import { acquireFencedLock, acquireLock, extendLock, releaseLock } from '../redis/lock-commands.js';
@@ -172,7 +172,7 @@ export class RedisLockService {
 
   private async take(redisKey: string, ttl: number): Promise<AcquireResult> {
     // The service's own ttl was checked when it was made: no parsing per call.
-    const seconds = ttl === this.options.ttl ? ttl : parseSeconds(ttl);
+    const seconds = ttl === this.options.ttl ? ttl : parseSeconds(ttl, TIMER_SECONDS);
     if (seconds === undefined) return [undefined, this.error('redis_ttl_invalid')];
     const guard: LockGuard = { key: redisKey, token: createToken() };
     let client: RedisScriptClient;
@@ -258,7 +258,7 @@ export class RedisLockService {
   private async prolong(given: LockGuard, ttl: number): Promise<ExtendResult> {
     const guard = ownGuard(given, this.options.namespace);
     if (!guard) return [false, this.error('redis_invalid_guard')];
-    const seconds = parseSeconds(ttl);
+    const seconds = parseSeconds(ttl, TIMER_SECONDS);
     if (seconds === undefined) return [false, this.error('redis_ttl_invalid')];
     let answer: unknown;
     try {

@@ -13,17 +13,17 @@ export class CacheOptionsDto {
   grace: number = 0;
 
   /** Seconds a caller holding a stale entry waits for its refresh. Default `0`. */
-  @Seconds('cache_timeout_invalid', { orZero: true })
+  @Seconds('cache_timeout_invalid', { orZero: true, timed: true })
   timeout: number = 0;
 
   /** Seconds the build's lock lives (extended while it runs). Default: the module's `ttl`. */
   @ValidateIf(given)
-  @Seconds('cache_lock_ttl_invalid')
+  @Seconds('cache_lock_ttl_invalid', { timed: true })
   lockTtl?: number = undefined;
 
   /** Seconds a missing entry's callers wait for its builder. Default: the module's `lockTimeout`. */
   @ValidateIf(given)
-  @Seconds('cache_lock_timeout_invalid')
+  @Seconds('cache_lock_timeout_invalid', { timed: true })
   lockTimeout?: number = undefined;
 }
 

@@ -36,7 +36,7 @@ export class RedisLockOptionsDto {
   namespace: string = 'buffer:lock:';
 
   /** Seconds a lock lives in Redis. Default `60`. */
-  @Seconds('redis_ttl_invalid')
+  @Seconds('redis_ttl_invalid', { timed: true })
   ttl: number = 60;
 
   /** Message overrides by message id. */
@@ -48,7 +48,7 @@ export class RedisLockOptionsDto {
   fencing: boolean = false;
 
   /** Seconds a factory may take to give the client; the next call asks again. Default `10`. */
-  @Seconds('redis_connect_timeout_invalid')
+  @Seconds('redis_connect_timeout_invalid', { timed: true })
   connectTimeout: number = 10;
 }
 

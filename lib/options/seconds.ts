@@ -7,12 +7,20 @@ const MAX_SECONDS = Math.floor(Number.MAX_SAFE_INTEGER / 1000);
  * A positive decimal number of seconds, or a string spelling one (`'30'`, as environment config
  * delivers it); anything else (0, exponent forms, NaN, other types) is `undefined`.
  */
-export function parseSeconds(value: unknown): number | undefined {
+export function parseSeconds(value: unknown, max: number = MAX_SECONDS): number | undefined {
   if (typeof value !== 'number' && typeof value !== 'string') return undefined;
   if (!DECIMAL_SECONDS.test(String(value))) return undefined;
   const seconds = Number(value);
-  return seconds > 0 && seconds <= MAX_SECONDS ? seconds : undefined;
+  return seconds > 0 && seconds <= max ? seconds : undefined;
 }
+
+// Node runs a timer set past 2^31 − 1 ms after 1 ms. A lock's ttl, wait and hold are each timed
+// by one (the watchdog, the waiter's deadline), so they stay below it; other waits are clamped.
+const TIMER_MAX_MS = 2 ** 31 - 1;
+export const TIMER_SECONDS = Math.floor(TIMER_MAX_MS / 1000);
+
+/** `ms` as a timer can wait it. */
+export const timerMs = (ms: number): number => Math.min(Math.max(0, ms), TIMER_MAX_MS);
 
 /** Whole milliseconds for PX/PEXPIRE, never below 1. */
 export function toMilliseconds(seconds: number): number {

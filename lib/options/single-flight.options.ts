@@ -18,7 +18,7 @@ const isShorterThanTtl = (value: unknown, options: Record<string, unknown>): boo
 /** The lock's options plus those of a flight; a call may set `ttl` and these for itself. */
 export class SingleFlightOptionsDto extends RedisLockOptionsDto {
   /** Seconds a caller waits for the holder. Below `ttl`. Default `10`. */
-  @Seconds('lock_timeout_invalid')
+  @Seconds('lock_timeout_invalid', { timed: true })
   @Rule('lock_timeout_not_below_ttl', isShorterThanTtl)
   lockTimeout: number = 10;
 
@@ -36,7 +36,7 @@ export class SingleFlightOptionsDto extends RedisLockOptionsDto {
 
   /** Seconds the watchdog may keep extending the lock (every ttl/3) in all. Default: no cap. */
   @ValidateIf(given)
-  @Seconds('max_hold_invalid')
+  @Seconds('max_hold_invalid', { timed: true })
   maxHold?: number = undefined;
 }
 

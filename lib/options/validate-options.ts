@@ -4,7 +4,7 @@ import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
 import { attempt } from '../messages/error-text.js';
 import { isPlainObject } from './rules.js';
-import { parseSeconds } from './seconds.js';
+import { parseSeconds, TIMER_SECONDS } from './seconds.js';
 
 // Per options class: the properties read as seconds, and those holding nested options.
 interface Field {
@@ -47,9 +47,13 @@ export function Rule(
 }
 
 /** Seconds as `parseSeconds` reads them (with `orZero`, 0 too); resolved to the number. */
-export function Seconds(messageId: MessageId, { orZero = false } = {}): PropertyDecorator {
+export function Seconds(
+  messageId: MessageId,
+  { orZero = false, timed = false } = {},
+): PropertyDecorator {
+  const max = timed ? TIMER_SECONDS : undefined;
   const read = (value: unknown): number | undefined =>
-    orZero && (value === 0 || value === '0') ? 0 : parseSeconds(value);
+    orZero && (value === 0 || value === '0') ? 0 : parseSeconds(value, max);
   const rule = Rule(messageId, (value) => read(value) !== undefined);
   return (target, property) => {
     declare(target, property, { seconds: read });

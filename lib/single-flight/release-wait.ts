@@ -1,6 +1,7 @@
 import type { RedisScriptClient } from '../types/clients.js';
 import { releaseChannel } from '../redis/keys.js';
 import { lockPttl } from '../redis/plain-commands.js';
+import { timerMs } from '../options/seconds.js';
 import {
   releaseSubscriberFor,
   type DuplicableClient,
@@ -60,7 +61,7 @@ export class ReleaseWait {
       };
     });
     const timers: NodeJS.Timeout[] = [];
-    const at = (ms: number): void => void timers.push(setTimeout(wake, Math.max(0, ms)));
+    const at = (ms: number): void => void timers.push(setTimeout(wake, timerMs(ms)));
     at(deadline - Date.now());
     let listening: Listening | undefined;
     try {
