@@ -1,3 +1,4 @@
+import { attempt } from '../messages/error-text.js';
 import type { MessageId } from '../messages/messages.catalog.js';
 
 /**
@@ -18,8 +19,21 @@ export class LockError extends Error {
     message: string,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super(message, options && { cause: withoutCommand(options.cause) });
   }
+}
+
+// A client's error carries the command it failed on, arguments and all (a HELLO's AUTH password
+// among them): the cause keeps the error's name, message and stack, and drops the command.
+function withoutCommand(cause: unknown): unknown {
+  return attempt(() => {
+    if (!(cause instanceof Error) || !('command' in cause)) return cause;
+    const inner = withoutCommand(cause.cause);
+    const copy = new Error(cause.message, inner === undefined ? undefined : { cause: inner });
+    copy.name = cause.name;
+    copy.stack = cause.stack;
+    return copy;
+  }, cause); // a hostile object (a Proxy whose traps throw) is kept as it is
 }
 
 /**
