@@ -4,6 +4,23 @@ import { textOf } from './error-text.js';
 
 const PLACEHOLDER = /\b[A-Z][A-Z_]*[A-Z]\b/g;
 
+// A parameter (a key, a URL, an error's text) goes into log lines and HTTP bodies: cut, so that a
+// huge key makes no huge line, and with its control characters escaped, so that it forges none.
+const PARAMETER_MAX = 200;
+const CONTROL = /[\p{Cc}\u2028\u2029]/gu;
+const ESCAPES: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+function printable(text: string): string {
+  const cut =
+    text.length > PARAMETER_MAX
+      ? `${text.slice(0, PARAMETER_MAX)}… (${text.length} characters)`
+      : text;
+  return cut.replace(
+    CONTROL,
+    (c) => ESCAPES[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
 /**
  * Renders every text the library emits (errors, log lines, HTTP bodies), looking each id up in
  * `messages`, then the `locale`'s catalog in `catalogs`, then English. A provider of
@@ -38,7 +55,7 @@ export class BufferLockMessages {
   /** The text for `id`, placeholders filled from `params`; a value is never read as a placeholder. */
   render(id: MessageId, params: Readonly<Record<string, string | number>> = {}): string {
     return this.template(id).replace(PLACEHOLDER, (word) =>
-      Object.hasOwn(params, word) ? textOf(params[word]) : word,
+      Object.hasOwn(params, word) ? printable(textOf(params[word])) : word,
     );
   }
 
