@@ -1,5 +1,6 @@
 import {
   Module,
+  type ConfigurableModuleCls,
   type DynamicModule,
   type OnApplicationShutdown,
   type Provider,
@@ -9,7 +10,6 @@ import { BufferCache } from './cache/buffer-cache.service.js';
 import { BUFFER_LOCK_OPTIONS } from './options/buffer-lock.constants.js';
 import {
   BUFFER_LOCK_MODULE_OPTIONS,
-  BUFFER_LOCK_OPTIONS_TYPE,
   BufferLockConfigurableModule,
 } from './buffer-lock.module-definition.js';
 import { announceMemoryBackend, isMemoryUrl } from './memory/memory-url.js';
@@ -67,6 +67,22 @@ const providers: Provider[] = [
   },
 ];
 
+// With the module's own settings, given next to its options, spelled here for the published types.
+const ConfigurableModule: ConfigurableModuleCls<
+  BufferLockOptions,
+  'forRoot',
+  'create',
+  {
+    /** Register the module globally, so every module can use `@SingleFlight`. Default false. */
+    isGlobal?: boolean;
+    /**
+     * Providers that replace the module's own, e.g. `{ provide: BufferLockMessages, useClass:
+     * MyI18nMessages }` or a `RedisLockService` subclass.
+     */
+    overrides?: Provider[];
+  }
+> = BufferLockConfigurableModule;
+
 /**
  * Redis locks, `@SingleFlight` and the cache for a Nest app. Options are validated at bootstrap
  * (one `BufferLockConfigError` lists every violation). At shutdown it quits the Redis clients it
@@ -99,10 +115,8 @@ const providers: Provider[] = [
     BufferCache,
   ],
 })
-export class BufferLockModule
-  extends BufferLockConfigurableModule
-  implements OnApplicationShutdown
-{
+export class BufferLockModule extends ConfigurableModule implements OnApplicationShutdown {
+  /** @internal */
   constructor(
     private readonly clients: BufferLockClients,
     private readonly engine: SingleFlightEngine,
@@ -111,8 +125,10 @@ export class BufferLockModule
   }
 
   // Read once, here: an option whose getter throws is reported by validation, not thrown here.
-  static override forRoot(options: typeof BUFFER_LOCK_OPTIONS_TYPE): DynamicModule {
-    return super.forRoot(readableCopy(options) as typeof BUFFER_LOCK_OPTIONS_TYPE);
+  static override forRoot(
+    options: Parameters<typeof ConfigurableModule.forRoot>[0],
+  ): DynamicModule {
+    return super.forRoot(readableCopy(options) as typeof options);
   }
 
   async onApplicationShutdown(): Promise<void> {

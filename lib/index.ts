@@ -15,18 +15,14 @@ export { BufferLockConfigError, LockError } from './errors/lock.error.js';
 export type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock/lock-results.js';
 export { RedisLockService } from './lock/redis-lock.service.js';
 export { BufferLockMessages } from './messages/buffer-lock-messages.js';
-export {
-  ENGLISH_MESSAGES,
-  type MessageCatalog,
-  type MessageId,
-} from './messages/messages.catalog.js';
+export { ENGLISH_MESSAGES, type MessageId } from './messages/messages.catalog.js';
 export type {
   BufferLockOptions,
   ResolvedBufferLockOptions,
 } from './options/buffer-lock.options.js';
 export type { SingleFlightOptions } from './options/single-flight.options.js';
 export type { RedisLockOptions } from './options/redis-lock.options.js';
-export type { RedisClientFactory } from './redis/client.js';
+export type { LockClient, RedisClientFactory } from './redis/client.js';
 export type { RedisScriptClient } from './types/clients.js';
 export { connectFailFast } from './redis/client-defaults.js';
 export type { ResultSerializer } from './serialization/result-serializer.js';

@@ -2,11 +2,7 @@ import { EventEmitter } from 'node:events';
 import { LockError } from '../errors/lock.error.js';
 import type { RedisLockService } from '../lock/redis-lock.service.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import {
-  resolveFlightOptions,
-  type BufferLockOptions,
-  type FlightOptions,
-} from '../options/buffer-lock.options.js';
+import { resolveFlightOptions, type BufferLockOptions } from '../options/buffer-lock.options.js';
 import {
   CacheOptionsDto,
   type BufferCacheOptions,
@@ -30,16 +26,6 @@ export interface CacheLookup<T> {
 
 /** The lookup with its status, for the interceptor. */
 export const LOOKUP: unique symbol = Symbol('lookup');
-
-export interface BufferCacheParts {
-  readonly lock: RedisLockService;
-  /** A cache-manager `Cache`, a Keyv or a `BufferCacheStore`. Default: the lock's Redis. */
-  readonly store?: object;
-  readonly engine?: SingleFlightEngine;
-  readonly options?: Partial<Omit<BufferLockOptions, 'redis'>> | FlightOptions;
-  readonly messages?: BufferLockMessages;
-  readonly now?: () => number;
-}
 
 const OPTION_NAMES = ['ttl', 'grace', 'timeout', 'lockTtl', 'lockTimeout'] as const;
 const MAX_KEPT_SETTINGS = 1000;
@@ -67,7 +53,15 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   // Settings by their values: callers pass a new literal each call, and validating costs.
   private readonly kept = new Map<string, CacheSettings>();
 
-  constructor(given: BufferCacheParts) {
+  constructor(given: {
+    readonly lock: RedisLockService;
+    /** A cache-manager `Cache`, a Keyv or a `BufferCacheStore`. Default: the lock's Redis. */
+    readonly store?: object;
+    readonly engine?: SingleFlightEngine;
+    readonly options?: Partial<Omit<BufferLockOptions, 'redis'>>;
+    readonly messages?: BufferLockMessages;
+    readonly now?: () => number;
+  }) {
     super();
     const lock = (this.lock = given.lock);
     const messages = (this.messages = given.messages ?? new BufferLockMessages());
@@ -116,6 +110,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     await this.entries.delete(key, this.lockKeyOf(key));
   }
 
+  /** @internal */
   [LOOKUP]<T>(
     key: string,
     factory: () => T | Promise<T>,

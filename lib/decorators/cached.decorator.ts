@@ -3,6 +3,7 @@ import { BufferLockNotImportedError } from '../errors/buffer-lock-not-imported.e
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { CacheOptionsDto, type BufferCacheOptions } from '../options/cache.options.js';
 import { validateOptions } from '../options/validate-options.js';
+import type { SingleFlight } from './single-flight.decorator.js';
 import {
   checkArguments,
   configError,
@@ -12,7 +13,6 @@ import {
   originalMethod,
   replaceMethod,
   returnsObservable,
-  type KeyedMethodDecorator,
   type SingleFlightKey,
 } from './method-metadata.js';
 
@@ -35,7 +35,7 @@ const CACHE: unique symbol = Symbol('BufferLock.cache');
 export function Cached<This, Args extends unknown[]>(
   key: SingleFlightKey<This, Args>,
   options: BufferCacheOptions = {},
-): KeyedMethodDecorator {
+): ReturnType<typeof SingleFlight> {
   const messages = new BufferLockMessages();
   checkArguments(messages, 'cached', key, options);
   validateOptions(CacheOptionsDto, options, messages, 'partial');

@@ -16,13 +16,6 @@ import type { MessageId } from '../messages/messages.catalog.js';
 export type SingleFlightKey<This = unknown, Args extends unknown[] = never[]> =
   string | ((this: This, ...args: Args) => string);
 
-/** What `@SingleFlight(...)` and `@Cached(...)` return. */
-export type KeyedMethodDecorator = <M extends (...args: never) => unknown>(
-  target: object,
-  propertyKey: string | symbol,
-  descriptor: TypedPropertyDescriptor<M>,
-) => void;
-
 export function configError(
   messages: BufferLockMessages,
   property: string,

@@ -17,7 +17,6 @@ import {
   originalMethod,
   replaceMethod,
   returnsObservable,
-  type KeyedMethodDecorator,
   type SingleFlightKey,
 } from './method-metadata.js';
 
@@ -40,7 +39,11 @@ const ENGINE: unique symbol = Symbol('BufferLock.engine');
 export function SingleFlight<This, Args extends unknown[]>(
   key: SingleFlightKey<This, Args>,
   options: SingleFlightOptions = {},
-): KeyedMethodDecorator {
+): <M extends (...args: never) => unknown>(
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: TypedPropertyDescriptor<M>,
+) => void {
   const messages = new BufferLockMessages();
   checkArguments(messages, 'single_flight', key, options);
   const own = resolveSingleFlightOptions(options, messages);

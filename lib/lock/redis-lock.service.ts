@@ -164,6 +164,7 @@ export class RedisLockService {
     return this[ACQUIRE_KEY](redisKey, ttl);
   }
 
+  /** @internal */
   [ACQUIRE_KEY](redisKey: string, ttl: number = this.options.ttl): Promise<AcquireResult> {
     // One boolean read when nobody listens: no trace context, no closure.
     if (!lockChannel.hasSubscribers) return this.take(redisKey, ttl);
@@ -221,6 +222,7 @@ export class RedisLockService {
     return this[RELEASE_WRITING](given, undefined) as Promise<ReleaseResult>;
   }
 
+  /** @internal */
   [RELEASE_WRITING](given: LockGuard, write: SlotWrite | undefined): Promise<WriteResult> {
     if (!lockChannel.hasSubscribers) return this.unlock(given, write);
     return traceLock('release', undefined, given, () => this.unlock(given, write));

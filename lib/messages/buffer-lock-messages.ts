@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { ENGLISH_MESSAGES, type MessageCatalog, type MessageId } from './messages.catalog.js';
+import { ENGLISH_MESSAGES, type MessageId } from './messages.catalog.js';
 import { textOf } from './error-text.js';
 
 const PLACEHOLDER = /\b[A-Z][A-Z_]*[A-Z]\b/g;
@@ -40,8 +40,8 @@ export class BufferLockMessages {
   constructor(
     settings: {
       locale?: string;
-      catalogs?: Readonly<Record<string, MessageCatalog>>;
-      messages?: MessageCatalog;
+      catalogs?: Readonly<Record<string, Partial<Record<MessageId, string>>>>;
+      messages?: Partial<Record<MessageId, string>>;
     } = {},
   ) {
     this.locale = settings.locale ?? 'en';

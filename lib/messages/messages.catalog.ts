@@ -119,14 +119,4 @@ export const ENGLISH_MESSAGES = {
  */
 export type MessageId = keyof typeof ENGLISH_MESSAGES;
 
-/**
- * Texts by message id; ids left out fall back to English.
- *
- * @example
- * ```ts
- * const german: MessageCatalog = { redis_no_client: 'Die Client-Fabrik lieferte keinen Client' };
- * ```
- */
-export type MessageCatalog = Partial<Record<MessageId, string>>;
-
 export const MESSAGE_IDS: readonly MessageId[] = Object.keys(ENGLISH_MESSAGES) as MessageId[];

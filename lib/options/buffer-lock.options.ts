@@ -3,7 +3,7 @@ import { ValidateIf } from 'class-validator';
 import type { RedisOptions } from 'ioredis';
 import { isMemoryUrl } from '../memory/memory-url.js';
 import type { BufferLockMessages, MessageSettings } from '../messages/buffer-lock-messages.js';
-import type { MessageCatalog } from '../messages/messages.catalog.js';
+import type { MessageId } from '../messages/messages.catalog.js';
 import type { ResultSerializer } from '../serialization/result-serializer.js';
 import type { FlightLockLostEvent } from '../types/events.js';
 import { isScriptClient, type LockClient, type RedisClientFactory } from '../redis/client.js';
@@ -59,7 +59,7 @@ export class BufferLockOptionsDto extends SingleFlightOptionsDto {
 
   /** Extra catalogs by locale; ids a catalog leaves out fall back to English. */
   @Rule('catalogs_invalid', isCatalogs)
-  catalogs?: Readonly<Record<string, MessageCatalog>> = undefined;
+  catalogs?: Readonly<Record<string, Partial<Record<MessageId, string>>>> = undefined;
 
   /** Where log lines go. Default `new Logger('BufferLock')`. */
   @ValidateIf(given)
@@ -106,7 +106,7 @@ export class BufferLockOptionsDto extends SingleFlightOptionsDto {
 type ModuleFields = Omit<BufferLockOptionsDto, 'redis' | 'circuitBreaker' | 'cacheDefaults'>;
 
 /**
- * The options of `BufferLockModule`. Seconds may also be decimal strings (`'30'`). `redis`: a
+ * The options of `BufferLockModule`; seconds are numbers. `redis`: a
  * client (ioredis, iovalkey, node-redis, or anything with `eval()`), a factory returning one, a
  * `redis://` URL or ioredis options (the module makes and quits that client), or `'memory://'`.
  *
@@ -175,7 +175,7 @@ export function messageSettingsOf(input: unknown): MessageSettings {
   return {
     locale: isNonEmptyString(raw.locale) ? raw.locale : undefined,
     catalogs: isCatalogs(raw.catalogs)
-      ? (raw.catalogs as Record<string, MessageCatalog> | undefined)
+      ? (raw.catalogs as Record<string, Partial<Record<MessageId, string>>> | undefined)
       : undefined,
     messages: safeCatalog(raw),
   };

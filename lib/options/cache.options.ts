@@ -29,7 +29,7 @@ export class CacheOptionsDto {
 
 /**
  * The options of one cached call (`getOrSet`, `set`, `@Cached`); each one left out takes the
- * module's `cacheDefaults`. Seconds may be decimal strings (`'30'`).
+ * module's `cacheDefaults`.
  *
  * @example
  * ```ts

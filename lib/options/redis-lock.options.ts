@@ -1,6 +1,6 @@
-import { isMemoryUrl, type MemoryUrl } from '../memory/memory-url.js';
+import { isMemoryUrl } from '../memory/memory-url.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import { MESSAGE_IDS, type MessageCatalog, type MessageId } from '../messages/messages.catalog.js';
+import { MESSAGE_IDS, type MessageId } from '../messages/messages.catalog.js';
 import {
   fieldOf,
   isScriptClient,
@@ -41,7 +41,7 @@ export class RedisLockOptionsDto {
 
   /** Message overrides by message id. */
   @Rule('redis_messages_invalid', isMessageCatalog)
-  messages?: MessageCatalog = undefined;
+  messages?: Partial<Record<MessageId, string>> = undefined;
 
   /** Number every acquire of a key with a strictly increasing `guard.fence`. Default `false`. */
   @Rule('redis_fencing_invalid', (v) => typeof v === 'boolean')
@@ -53,7 +53,7 @@ export class RedisLockOptionsDto {
 }
 
 /**
- * The options of `RedisLockService`. Seconds may also be decimal strings (`'30'`). `redis`: a
+ * The options of `RedisLockService`; seconds are numbers. `redis`: a
  * client (ioredis, iovalkey, node-redis, or anything with `eval()`), better a factory returning
  * one, or `'memory://'` (`'memory://NAME'` to share a keyspace in this process): no Redis.
  *
@@ -63,7 +63,7 @@ export class RedisLockOptionsDto {
  * ```
  */
 export type RedisLockOptions = Partial<Omit<RedisLockOptionsDto, 'redis'>> & {
-  redis: LockClient | RedisClientFactory | MemoryUrl;
+  redis: LockClient | RedisClientFactory | `memory://${string}`;
 };
 
 export type ResolvedLockOptions = Readonly<RedisLockOptions & Omit<RedisLockOptionsDto, 'redis'>>;
@@ -76,8 +76,10 @@ export function resolveLockOptions(
 }
 
 /** The overrides in `input`, or none when they are themselves invalid (so that they still render). */
-export function safeCatalog(input: unknown): MessageCatalog | undefined {
+export function safeCatalog(input: unknown): Partial<Record<MessageId, string>> | undefined {
   const catalog =
     typeof input === 'object' && input !== null ? fieldOf(input, 'messages') : undefined;
-  return isMessageCatalog(catalog) ? (catalog as MessageCatalog | undefined) : undefined;
+  return isMessageCatalog(catalog)
+    ? (catalog as Partial<Record<MessageId, string>> | undefined)
+    : undefined;
 }

@@ -11,15 +11,23 @@ import type { RedisScriptClient } from '../types/clients.js';
 export type RedisClientFactory = () =>
   LockClient | null | undefined | Promise<LockClient | null | undefined>;
 
-export type LockClient = RedisScriptClient | NodeRedisConnection;
-
-// The members that tell a node-redis client or cluster (the `redis` package) apart.
-export interface NodeRedisConnection {
-  readonly isOpen: boolean;
-  sendCommand(...args: never[]): unknown;
-  evalSha(...args: never[]): unknown;
-  sSubscribe(...args: never[]): unknown;
-}
+/**
+ * A client the lock takes: ioredis, iovalkey or anything with `eval()`, or a node-redis client or
+ * cluster (the `redis` package), told apart by these members.
+ *
+ * @example
+ * ```ts
+ * const client: LockClient = new Redis(process.env.REDIS_URL!);
+ * ```
+ */
+export type LockClient =
+  | RedisScriptClient
+  | {
+      readonly isOpen: boolean;
+      sendCommand(...args: never[]): unknown;
+      evalSha(...args: never[]): unknown;
+      sSubscribe(...args: never[]): unknown;
+    };
 
 /** `value[name]`, or `undefined` when reading it throws (a getter or a Proxy trap). */
 export const fieldOf = (value: object, name: string): unknown => {

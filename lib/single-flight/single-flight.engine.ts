@@ -1,11 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { defer, finalize, of, tap, throwError, type Observable } from 'rxjs';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import {
-  resolveFlightOptions,
-  type BufferLockOptions,
-  type FlightOptions,
-} from '../options/buffer-lock.options.js';
+import type { RedisLockService } from '../lock/redis-lock.service.js';
+import { resolveFlightOptions, type BufferLockOptions } from '../options/buffer-lock.options.js';
 import {
   perCallSettings,
   type SingleFlightOptions,
@@ -22,7 +19,6 @@ import {
 } from '../telemetry/channels.js';
 import type { SingleFlightEvents } from '../types/events.js';
 import { LockAdmission, type SingleFlightLock } from './admission.js';
-import type { CircuitBreaker } from './circuit-breaker.js';
 import { LocalFlights } from './local-flights.js';
 import { LockedRun, type FlightHooks } from './locked-run.js';
 import { ReleaseWait } from './release-wait.js';
@@ -46,14 +42,6 @@ export const SUBSCRIBER_STATE: unique symbol = Symbol('subscriberState');
  */
 export type SubscriberState = 'usable' | 'unusable';
 
-export interface SingleFlightEngineOptions {
-  readonly lock: SingleFlightLock;
-  readonly options?: Partial<Omit<BufferLockOptions, 'redis'>> | FlightOptions;
-  readonly messages?: BufferLockMessages;
-  /** The clock of the log's rate limit and of the breaker (ms since the epoch). */
-  readonly now?: () => number;
-}
-
 /**
  * Single flight across processes: for one key, one call in the whole system runs the work at a
  * time, and the others share its outcome. `@SingleFlight` runs through it in a Nest app; without
@@ -76,7 +64,13 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   private readonly wait: ReleaseWait;
   private readonly traceKeys: boolean;
 
-  constructor(parts: SingleFlightEngineOptions) {
+  constructor(parts: {
+    readonly lock: RedisLockService;
+    readonly options?: Partial<Omit<BufferLockOptions, 'redis'>>;
+    readonly messages?: BufferLockMessages;
+    /** The clock of the log's rate limit and of the breaker (ms since the epoch). */
+    readonly now?: () => number;
+  }) {
     super();
     const { lock, now } = parts;
     this.lock = lock;
@@ -133,7 +127,9 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     });
   }
 
-  get breaker(): Pick<CircuitBreaker, 'state' | 'consecutiveFailures'> | undefined {
+  get breaker():
+    | { readonly state: 'closed' | 'open' | 'half-open'; readonly consecutiveFailures: number }
+    | undefined {
     return this.admission.breaker;
   }
 
@@ -150,7 +146,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     return this.flights.size;
   }
 
-  /** `options` over the engine's defaults, complete; pass the result to `run` to skip this step. */
+  /** @internal `options` over the engine's defaults, complete: `run` takes them as they are. */
   settingsFor(options?: SingleFlightOptions | SingleFlightSettings): SingleFlightSettings {
     if (options === undefined || this.complete.has(options as SingleFlightSettings)) {
       return (options as SingleFlightSettings | undefined) ?? this.defaults;
@@ -172,7 +168,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   run<T>(
     cacheKey: string,
     work: () => T,
-    options?: SingleFlightOptions | SingleFlightSettings,
+    options?: SingleFlightOptions,
   ): Promise<Awaited<T> | undefined> {
     const settings = this.settingsFor(options);
     // A key that is no string is not a flight: acquire reports it in the catalog's words.
@@ -218,7 +214,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   runObservable<T>(
     cacheKey: string,
     work: () => Observable<T>,
-    options?: SingleFlightOptions | SingleFlightSettings,
+    options?: SingleFlightOptions,
   ): Observable<T | undefined> {
     return defer((): Observable<T | undefined> => {
       const settings = { ...this.settingsFor(options), share: false };
@@ -267,7 +263,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     });
   }
 
-  /** One flight across processes with `hooks`, and no in-process flight (the cache keeps its own). */
+  /** @internal One flight across processes with `hooks`, no in-process one (the cache has its own). */
   [CROSS_PROCESS]<T>(
     cacheKey: string,
     redisKey: string,
@@ -279,6 +275,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     return this.runs.promise(cacheKey, redisKey, work, settings, hooks, trace);
   }
 
+  /** @internal */
   async [SUBSCRIBER_STATE](): Promise<SubscriberState> {
     return (await this.wait.subscriberUsable()) ? 'usable' : 'unusable';
   }

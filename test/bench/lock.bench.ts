@@ -6,7 +6,9 @@ import { Mutex } from 'redis-semaphore';
 import { createLock, IoredisAdapter, LockAcquisitionError } from 'redlock-universal';
 import { createClient } from 'redis';
 import { RedisLockService } from '../../lib/index.js';
-import type { NodeRedisConnection } from '../../lib/redis/client.js';
+import type { LockClient, RedisScriptClient } from '../../lib/index.js';
+
+type NodeRedisConnection = Exclude<LockClient, RedisScriptClient>;
 import { baselineRowName, loadBaseline, type BaselineService } from './baseline.js';
 import {
   collectGarbage,

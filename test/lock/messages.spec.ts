@@ -5,7 +5,7 @@ import {
   LockError,
   RedisLockService,
   type LockGuard,
-  type MessageCatalog,
+  type MessageId,
   type RedisLockOptions,
   type RedisScriptClient,
 } from '../../lib/index.js';
@@ -259,7 +259,7 @@ describe('messages: overrides (any characters, emoji included)', () => {
     redis_no_result: '🤐 keine Antwort',
     redis_invalid_guard: '🛡️ ungültig',
     redis_unlock_failed: '🔓 Freigabe fehlgeschlagen: ERROR',
-  } satisfies MessageCatalog;
+  } satisfies Partial<Record<MessageId, string>>;
 
   const withOverrides = (redis: RedisLockOptions['redis']): RedisLockService =>
     new RedisLockService({ redis, namespace: NS, messages: overrides });

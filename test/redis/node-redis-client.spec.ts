@@ -10,7 +10,9 @@ import {
 import { createClient } from 'redis';
 import { createClient as createClient5 } from 'redis5';
 import { releaseChannel } from '../../lib/redis/keys.js';
-import type { NodeRedisConnection } from '../../lib/redis/client.js';
+import type { LockClient, RedisScriptClient } from '../../lib/index.js';
+
+type NodeRedisConnection = Exclude<LockClient, RedisScriptClient>;
 import { BreakerRecovery } from '../../lib/single-flight/breaker-recovery.js';
 import { releaseSubscriberFor } from '../../lib/single-flight/release-subscriber.js';
 import type { DuplicableClient } from '../../lib/types/clients.js';

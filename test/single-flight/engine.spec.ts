@@ -11,7 +11,6 @@ import {
 } from '../../lib/index.js';
 import { resultKey } from '../../lib/redis/keys.js';
 import { currentFlight } from '../../lib/single-flight/flight-context.js';
-import { type SingleFlightEngineOptions } from '../../lib/single-flight/single-flight.engine.js';
 import { type LockLostEvent } from '../../lib/types/events.js';
 import { firstValueFrom, of, Subject, toArray, type Observable } from 'rxjs';
 import { MemoryLogger, deferred, until } from '../support/nest-helpers.js';
@@ -53,7 +52,7 @@ interface Worker {
 
 function worker(
   namespace: string,
-  options: NonNullable<SingleFlightEngineOptions['options']> = {},
+  options: NonNullable<ConstructorParameters<typeof SingleFlightEngine>[0]['options']> = {},
   lockOptions: { ttl?: number; fencing?: boolean } = {},
 ): Worker {
   const service = new RedisLockService({
