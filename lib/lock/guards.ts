@@ -1,3 +1,4 @@
+import { isDerivedKey } from '../redis/keys.js';
 import type { LockGuard } from './lock-results.js';
 
 /** The key and token of `value`, each read once; `undefined` for no guard or a throwing getter. */
@@ -11,17 +12,28 @@ export const readGuard = (value: unknown): { key: string; token: string } | unde
   }
 };
 
+const MD5_HEX = /^[0-9a-f]{32}$/;
+
 /**
- * A guard whose key is in `namespace` (at its start, or in or after a leading hash tag: `{ns…}…`,
- * `{tag}ns…`). A forged guard for any other key, a data key say, is refused before Redis is asked.
+ * A guard for a lock key the service makes. With the built-in `key()`, exactly the namespace and
+ * an MD5 (so not `shop2…` for `shop`, nor a derived or cache key); with an overridden one, a key
+ * in `namespace` (at its start, or in or after a leading hash tag: `{ns…}…`, `{tag}ns…`) that is
+ * no lock's fence or result. A forged guard is refused before Redis is asked.
  */
 export const ownGuard = (
   value: unknown,
   namespace: string,
+  hashed: boolean,
 ): { key: string; token: string } | undefined => {
   const guard = readGuard(value);
   if (!guard) return undefined;
   const { key } = guard;
+  if (hashed) {
+    return key.startsWith(namespace) && MD5_HEX.test(key.slice(namespace.length))
+      ? guard
+      : undefined;
+  }
+  if (isDerivedKey(key)) return undefined;
   if (key.startsWith(namespace)) return guard;
   if (!key.startsWith('{')) return undefined;
   if (key.startsWith(namespace, 1)) return guard;

@@ -229,7 +229,11 @@ export class RedisLockService {
   }
 
   private async unlock(given: LockGuard, write: SlotWrite | undefined): Promise<WriteResult> {
-    const guard = ownGuard(given, this.options.namespace);
+    const guard = ownGuard(
+      given,
+      this.options.namespace,
+      this.key === RedisLockService.prototype.key,
+    );
     if (!guard) return [false, this.error('redis_invalid_guard')];
     const written = write && {
       key: slotKey(guard.key, write.prefix, write.role),
@@ -258,7 +262,11 @@ export class RedisLockService {
   }
 
   private async prolong(given: LockGuard, ttl: number): Promise<ExtendResult> {
-    const guard = ownGuard(given, this.options.namespace);
+    const guard = ownGuard(
+      given,
+      this.options.namespace,
+      this.key === RedisLockService.prototype.key,
+    );
     if (!guard) return [false, this.error('redis_invalid_guard')];
     const seconds = parseSeconds(ttl, TIMER_SECONDS);
     if (seconds === undefined) return [false, this.error('redis_ttl_invalid')];

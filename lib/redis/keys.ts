@@ -64,6 +64,19 @@ function slotPrefix(lockKey: string): string {
 export const derivedKey = (lockKey: string, role: LockKeyRole): string =>
   `${slotPrefix(lockKey)}:${role}`;
 
+/** Whether `key` is some lock key's fence or result (`{T}:role` or `{T}` + lock key + `:role`). */
+export function isDerivedKey(key: string): boolean {
+  for (const role of ['result', 'fence'] as const) {
+    if (!key.startsWith('{') || !key.endsWith(`:${role}`)) continue;
+    const body = key.slice(0, -role.length - 1);
+    const close = body.indexOf('}');
+    for (const lockKey of [body.slice(1, close), body.slice(close + 1)]) {
+      if (close > 0 && lockKey !== '' && derivedKey(lockKey, role) === key) return true;
+    }
+  }
+  return false;
+}
+
 /** `prefix`, then the lock's slot prefix or its derived key `role`. */
 export const slotKey = (lockKey: string, prefix: string, role?: LockKeyRole): string =>
   prefix + (role === undefined ? slotPrefix(lockKey) : derivedKey(lockKey, role));

@@ -12,7 +12,7 @@ import {
   type RedisScriptClient,
 } from '../../lib/index.js';
 import { resolveBufferLockOptions } from '../../lib/options/buffer-lock.options.js';
-import { withRedisServer } from './lock-helpers.js';
+import { rkey, withRedisServer } from './lock-helpers.js';
 import type { RedisServer } from '../support/redis-server.js';
 import { collectEscapes, settle } from '../support/escapes.js';
 
@@ -149,7 +149,7 @@ describe('a client shaped like node-redis without every method the lock calls: r
       code: 'redis_client_invalid',
       message: `Redis lock failed: ${ENGLISH_MESSAGES.redis_client_invalid}`,
     });
-    const [released, releaseError] = await lock.release({ key: `${NS}x`, token: 't' });
+    const [released, releaseError] = await lock.release({ key: rkey(NS, 'x'), token: 't' });
     expect(released).toBe(false);
     expect(releaseError?.code).toBe('redis_client_invalid');
     expect(client.calls).toEqual([]);

@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
 import { LockError, RedisLockService, type RedisScriptClient } from '../../lib/index.js';
 import { type RedisServer } from '../support/redis-server.js';
-import { recordingClient, sleep, withRedisServer } from './lock-helpers.js';
+import { recordingClient, rkey, sleep, withRedisServer } from './lock-helpers.js';
 
 const NS = 'client-state-spec:';
 let server: RedisServer;
@@ -199,7 +199,7 @@ describe('the Redis client: made by the factory on first use, or given as an obj
       const start = Date.now();
       const [[guard, error], [ok, releaseError]] = await Promise.all([
         lock.acquire('hung-factory'),
-        lock.release({ key: `${NS}x`, token: 't' }),
+        lock.release({ key: rkey(NS, 'x'), token: 't' }),
       ]);
       expect(Date.now() - start).toBeLessThan(2000);
       expect(guard).toBeUndefined();
@@ -210,7 +210,7 @@ describe('the Redis client: made by the factory on first use, or given as an obj
       expect(ok).toBe(false);
       expect(releaseError?.code).toBe('redis_connect_timeout');
       expect(factory).toHaveBeenCalledTimes(1);
-      const [extended, extendError] = await lock.extend({ key: `${NS}x`, token: 't' });
+      const [extended, extendError] = await lock.extend({ key: rkey(NS, 'x'), token: 't' });
       expect(extended).toBe(false);
       expect(extendError).toMatchObject({
         code: 'redis_connect_timeout',

@@ -11,7 +11,7 @@ import {
 } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { LOCK_FAMILIES } from '../support/client-families.js';
-import { failFastClient, withRedisServer } from './lock-helpers.js';
+import { failFastClient, rkey, withRedisServer } from './lock-helpers.js';
 
 const NS = 'messages-spec:';
 let server: RedisServer;
@@ -182,7 +182,7 @@ describe('messages: each error’s id and English text', () => {
 
     it('redis_unlock_failed: ERROR from the client when the server is gone', async () => {
       const lock = new RedisLockService({ redis: await deadClient(), namespace: NS });
-      const [ok, error] = await lock.release({ key: `${NS}k`, token: 't' });
+      const [ok, error] = await lock.release({ key: rkey(NS, 'k'), token: 't' });
       expect(ok).toBe(false);
       expect(error).toMatchObject({
         code: 'redis_unlock_failed',
@@ -192,7 +192,7 @@ describe('messages: each error’s id and English text', () => {
 
     it('redis_no_result on release (eval answered nothing)', async () => {
       const lock = new RedisLockService({ redis: silentClient(undefined), namespace: NS });
-      const [ok, error] = await lock.release({ key: `${NS}k`, token: 't' });
+      const [ok, error] = await lock.release({ key: rkey(NS, 'k'), token: 't' });
       expect(ok).toBe(false);
       expect(error).toMatchObject({
         code: 'redis_no_result',
@@ -212,7 +212,7 @@ describe('messages: each error’s id and English text', () => {
 
     it('redis_extend_failed: Redis lock extend failed: ERROR', async () => {
       const lock = new RedisLockService({ redis: await deadClient(), namespace: NS });
-      expect(await lock.extend({ key: `${NS}k`, token: 't' })).toEqual([
+      expect(await lock.extend({ key: rkey(NS, 'k'), token: 't' })).toEqual([
         false,
         expect.objectContaining({
           code: 'redis_extend_failed',
@@ -308,7 +308,7 @@ describe('messages: overrides (any characters, emoji included)', () => {
       message: '🛡️ ungültig',
     });
     expect(
-      (await withOverrides(await deadClient()).release({ key: `${NS}k`, token: 't' }))[1],
+      (await withOverrides(await deadClient()).release({ key: rkey(NS, 'k'), token: 't' }))[1],
     ).toMatchObject({
       code: 'redis_unlock_failed',
       message: '🔓 Freigabe fehlgeschlagen: Connection is closed.',

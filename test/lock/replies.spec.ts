@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { RedisLockService, type LockGuard, type RedisScriptClient } from '../../lib/index.js';
 import { collectEscapes, settle } from '../support/escapes.js';
+import { rkey } from './lock-helpers.js';
 
 /**
  * What a misbehaving client answers: only the replies Redis gives count (SET: 'OK' or null;
@@ -11,7 +12,7 @@ import { collectEscapes, settle } from '../support/escapes.js';
 
 const escaped = collectEscapes();
 const NS = 'replies:';
-const GUARD: LockGuard = { key: `${NS}k`, token: 't'.repeat(32) };
+const GUARD: LockGuard = { key: rkey(NS, 'k'), token: 't'.repeat(32) };
 
 const throwingValueOf = {
   valueOf(): number {

@@ -6,6 +6,7 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 import {
   failFastClient,
   recordingClient,
+  rkey,
   untilExpired,
   withRedisServer,
   lockWorkers,
@@ -170,7 +171,7 @@ describe('ttl and extend on an ioredis client', () => {
 
   it('[false, error] when the factory gives no client', async () => {
     const lock = new RedisLockService({ redis: () => undefined, namespace: NS });
-    const [extended, error] = await lock.extend({ key: `${NS}k`, token: 't' });
+    const [extended, error] = await lock.extend({ key: rkey(NS, 'k'), token: 't' });
     expect(extended).toBe(false);
     expect(error?.code).toBe('redis_no_client');
   });
