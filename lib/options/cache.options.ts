@@ -32,7 +32,7 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i;
 /** How `BufferCacheInterceptor` keys and shares HTTP requests: module option `http`, `with()`. */
 export class HttpCacheOptionsDto {
   /** Also cache and coalesce requests with `Authorization` or `Cookie`. Default `false`. */
-  @Rule('http_share_authorized_invalid', (v) => typeof v === 'boolean')
+  @Rule('http_authorized_invalid', (v) => typeof v === 'boolean')
   shareAuthorized: boolean = false;
 
   /** Request headers whose values are part of a URL key (`accept-language`). Default none. */

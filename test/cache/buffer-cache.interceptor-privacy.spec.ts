@@ -10,7 +10,6 @@ import {
   type INestApplication,
   type Type,
 } from '@nestjs/common';
-import { APP_INTERCEPTOR } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
@@ -373,7 +372,7 @@ describe.each(PLATFORMS)('BufferCacheInterceptor on $name: what is shared', (pla
 describe('the http options are validated', () => {
   it.each([
     [{ http: 'x' }, 'http_invalid'],
-    [{ http: { shareAuthorized: 'yes' } }, 'http_share_authorized_invalid'],
+    [{ http: { shareAuthorized: 'yes' } }, 'http_authorized_invalid'],
     [{ http: { vary: 'accept-language' } }, 'http_vary_invalid'],
     [{ http: { vary: ['accept language'] } }, 'http_vary_invalid'],
     [{ http: { vary: [42] } }, 'http_vary_invalid'],
@@ -385,7 +384,7 @@ describe('the http options are validated', () => {
 
   it.each([
     ['x', 'http_invalid'],
-    [{ shareAuthorized: 1 }, 'http_share_authorized_invalid'],
+    [{ shareAuthorized: 1 }, 'http_authorized_invalid'],
     [{ vary: ['a\nb'] }, 'http_vary_invalid'],
   ])('BufferCacheInterceptor.with(%j) is refused with %s', (options, code) => {
     const made = (): unknown => BufferCacheInterceptor.with(options as never);
