@@ -167,8 +167,8 @@ export class BufferCacheInterceptor implements NestInterceptor {
   }
 
   /**
-   * `@CacheKey()` (a key of the user's), else a URL key of a cacheable HTTP request (method, `Host`,
-   * URL, `vary` headers), else none (not cached).
+   * `@CacheKey()` (a key of the user's), else a URL key of a cacheable HTTP request (method,
+   * `Host`, URL, `vary` headers), else none (not cached).
    */
   protected trackBy(
     context: ExecutionContext,

@@ -143,7 +143,9 @@ describe("BufferLockModule.forRoot({ redis: 'memory://' })", () => {
   it('BufferCacheInterceptor: MISS then HIT over HTTP', async () => {
     const started = await start(BufferLockModule.forRoot(options(new MemoryLogger())));
     const server = started.getHttpServer();
-    const replies = [await request(server).get('/items/a'), await request(server).get('/items/a')];
+    // supertest serves each request on a port of its own: one Host for both, as behind one name.
+    const get = () => request(server).get('/items/a').set('Host', 'app.example');
+    const replies = [await get(), await get()];
     expect(replies.map((reply) => [reply.headers['x-cache'], reply.body])).toEqual([
       ['MISS', { id: 'a', route: 1 }],
       ['HIT', { id: 'a', route: 1 }],
