@@ -245,6 +245,29 @@ describe.each(PLATFORMS)('BufferCacheInterceptor on $name: what is shared', (pla
       ]);
       expect(gate.started).toBe(2);
     });
+
+    it("across two workers, the one that waited for the other's failed build runs its own handler", async () => {
+      const namespace = `test:privacy:${platform.name}:workers:`;
+      const [one, two] = [
+        await start(platform, BufferCacheInterceptor, { namespace }),
+        await start(platform, BufferCacheInterceptor, { namespace }),
+      ];
+      const host = { host: 'shop.example' };
+      gate.close();
+      const failing = get(one, '/flaky', { ...host, 'x-fail': '1' });
+      await sleep(100);
+      const other = get(two, '/flaky', host);
+      await sleep(100);
+      // The second worker waits for the first one's lock.
+      expect(gate.started).toBe(1);
+      gate.release();
+      const replies = await Promise.all([failing, other]);
+      expect(replies.map((reply) => [reply.status, reply.body])).toEqual([
+        [401, { message: 'failed for this caller', error: 'Unauthorized', statusCode: 401 }],
+        [200, { ok: true }],
+      ]);
+      expect(gate.started).toBe(2);
+    });
   });
 
   describe('a request with Authorization or Cookie is its own', () => {
