@@ -2,16 +2,22 @@ import {
   Inject,
   Injectable,
   Logger,
+  mixin,
   Optional,
   StreamableFile,
   type CallHandler,
   type ExecutionContext,
   type NestInterceptor,
+  type Type,
 } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { lastValueFrom, of, throwError, type Observable } from 'rxjs';
-import { BufferCache, LOOKUP, type CacheLookup } from './buffer-cache.service.js';
-import type { BufferCacheOptions } from '../options/cache.options.js';
+import { BufferCache, HTTP, LOOKUP, type CacheLookup } from './buffer-cache.service.js';
+import { BufferLockConfigError } from '../errors/lock.error.js';
+import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import { HttpCacheOptionsDto, type BufferCacheOptions } from '../options/cache.options.js';
+import { isPlainObject } from '../options/rules.js';
+import { validateOptions } from '../options/validate-options.js';
 
 // `@CacheKey()`'s and `@CacheTTL()`'s metadata keys: @nestjs/cache-manager (an optional peer) is
 // never loaded.
@@ -22,6 +28,11 @@ const CACHE_TTL_METADATA = 'cache_module:cache_ttl';
 const FOREVER_SECONDS = 100 * 365 * 24 * 3600;
 
 type Factory<T> = (context: ExecutionContext) => T;
+type Headers = Readonly<Record<string, string | string[] | undefined>>;
+type HttpSettings = Readonly<HttpCacheOptionsDto>;
+
+// Passed on as they are, unlike the cache's own errors; shared by every interceptor class.
+const handlerErrors = new WeakSet<object>();
 
 // Through the cache and out again as it was: a `StreamableFile` (read once: sent, never cached),
 // or a non-object the handler threw.
@@ -33,9 +44,11 @@ const isObject = (value: unknown): value is object =>
   (typeof value === 'object' && value !== null) || typeof value === 'function';
 
 /**
- * A drop-in for `@nestjs/cache-manager`'s `CacheInterceptor` (same routes, keys, `@CacheKey()`,
+ * A drop-in for `@nestjs/cache-manager`'s `CacheInterceptor` (same routes, `@CacheKey()`,
  * `@CacheTTL()` in ms) whose missing entry is built once across the fleet; `X-Cache` says `HIT`,
- * `MISS` or `STALE`. Handler errors and `StreamableFile`s are sent, never cached.
+ * `MISS` or `STALE`. URL keys are the method, `Host` and URL (and the module's `http.vary`
+ * headers), apart from every other key. A request with `Authorization` or `Cookie` just runs,
+ * unless `http.shareAuthorized`. Only values are shared: errors and `StreamableFile`s are not.
  *
  * @example
  * ```ts
@@ -55,8 +68,33 @@ export class BufferCacheInterceptor implements NestInterceptor {
 
   protected allowedMethods: string[] = ['GET'];
 
-  // Passed on as they are, unlike the cache's own errors.
-  private readonly handlerErrors = new WeakSet<object>();
+  /** This class's own `http` options, over the module's (see `with()`). */
+  protected readonly routeOptions: Partial<HttpSettings> = {};
+
+  private http?: HttpSettings;
+
+  /**
+   * An interceptor class whose routes take `options` over the module's `http` option.
+   *
+   * @example
+   * ```ts
+   * @Controller('news')
+   * @UseInterceptors(BufferCacheInterceptor.with({ vary: ['accept-language'] }))
+   * export class NewsController {}
+   * ```
+   */
+  static with(options: Partial<HttpCacheOptionsDto>): Type<BufferCacheInterceptor> {
+    const messages = new BufferLockMessages();
+    if (!isPlainObject(options)) {
+      const message = messages.render('http_invalid');
+      throw new BufferLockConfigError([{ property: 'http', code: 'http_invalid', message }]);
+    }
+    const own = validateOptions(HttpCacheOptionsDto, options, messages, 'partial');
+    class RouteCacheInterceptor extends BufferCacheInterceptor {
+      protected override readonly routeOptions: Partial<HttpSettings> = own;
+    }
+    return mixin(RouteCacheInterceptor);
+  }
 
   constructor(
     @Inject(BufferCache) protected readonly cache: BufferCache,
@@ -64,6 +102,11 @@ export class BufferCacheInterceptor implements NestInterceptor {
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    const headers = this.headersOf(context);
+    // Private (Varnish's rule): not cached, not coalesced, no `X-Cache`.
+    const personal = !!headers && (headers.authorization ?? headers.cookie) !== undefined;
+    if (personal && !this.httpSettings().shareAuthorized) return next.handle();
+    const url = !this.customKey(context);
     const key = await this.trackBy(context);
     const ttlValueOrFactory =
       this.reflector.get<unknown>(CACHE_TTL_METADATA, context.getHandler()) ??
@@ -73,13 +116,15 @@ export class BufferCacheInterceptor implements NestInterceptor {
 
     let file: Carried | undefined;
     let produced: { value: unknown } | undefined;
+    let ran = false;
     const factory = async (): Promise<unknown> => {
       let value: unknown;
+      ran = true;
       try {
         value = await lastValueFrom(next.handle());
       } catch (error) {
         if (!isObject(error)) throw new Carried(error);
-        this.handlerErrors.add(error);
+        handlerErrors.add(error);
         throw error;
       }
       if (value instanceof StreamableFile) throw (file = new Carried(value));
@@ -98,7 +143,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
         this.setHeadersWhenHttp(context, 'miss');
         return next.handle();
       }
-      const { value, status } = await this.cache[LOOKUP](String(key), factory, options);
+      const { value, status } = await this.cache[LOOKUP](String(key), factory, options, url);
       this.setHeadersWhenHttp(context, status);
       return of(value);
     } catch (error) {
@@ -107,8 +152,10 @@ export class BufferCacheInterceptor implements NestInterceptor {
         // The file went to the request that built it; any other request reads its own.
         return error === file ? of(error.value) : next.handle();
       }
-      if (error instanceof Carried || (isObject(error) && this.handlerErrors.has(error))) {
+      if (error instanceof Carried || (isObject(error) && handlerErrors.has(error))) {
         this.setHeadersWhenHttp(context, 'miss');
+        // Another request's handler failed: this one runs its own.
+        if (!ran) return next.handle();
         return throwError(() => (error instanceof Carried ? error.value : error));
       }
       const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
@@ -119,21 +166,46 @@ export class BufferCacheInterceptor implements NestInterceptor {
     }
   }
 
-  /** `@CacheKey()`, else the URL of a cacheable HTTP request, else none (not cached). */
+  /**
+   * `@CacheKey()` (a key of the user's), else a URL key of a cacheable HTTP request (method,
+   * `Host`, URL, `vary` headers), else none (not cached).
+   */
   protected trackBy(
     context: ExecutionContext,
   ): Promise<string | undefined | null> | string | undefined | null {
     const httpAdapter = this.httpAdapterHost?.httpAdapter;
     const isHttpApp = !!httpAdapter && !!httpAdapter.getRequestMethod;
-    const keyOrFactory = this.reflector.get<
-      string | Factory<string | undefined | null> | undefined
-    >(CACHE_KEY_METADATA, context.getHandler());
+    const keyOrFactory = this.customKey(context);
     if (!isHttpApp || keyOrFactory) {
       return typeof keyOrFactory === 'function' ? keyOrFactory(context) : keyOrFactory;
     }
     const request: unknown = context.getArgByIndex(0);
     if (!this.isRequestCacheable(context)) return undefined;
-    return httpAdapter.getRequestUrl(request) as string;
+    const headers = this.headersOf(context) ?? {};
+    const varied = this.httpSettings().vary.map((name) => headers[name.toLowerCase()] ?? null);
+    const url: unknown = httpAdapter.getRequestUrl(request);
+    const host = hostOf(headers.host, request);
+    return JSON.stringify([httpAdapter.getRequestMethod(request), host, url, ...varied]);
+  }
+
+  private customKey(
+    context: ExecutionContext,
+  ): string | Factory<string | undefined | null> | undefined {
+    return this.reflector.get(CACHE_KEY_METADATA, context.getHandler());
+  }
+
+  private headersOf(context: ExecutionContext): Headers | undefined {
+    if (context.getType() !== 'http') return undefined;
+    return context.switchToHttp().getRequest<{ headers?: Headers } | undefined>()?.headers;
+  }
+
+  private httpSettings(): HttpSettings {
+    const module = this.cache[HTTP];
+    const { shareAuthorized, vary } = this.routeOptions;
+    return (this.http ??= {
+      shareAuthorized: shareAuthorized ?? module.shareAuthorized,
+      vary: vary ?? module.vary,
+    });
   }
 
   protected isRequestCacheable(context: ExecutionContext): boolean {
@@ -150,6 +222,17 @@ export class BufferCacheInterceptor implements NestInterceptor {
     const response: unknown = context.switchToHttp().getResponse();
     httpAdapter.setHeader(response, 'X-Cache', status.toUpperCase());
   }
+}
+
+type Socket = { socket?: { localPort?: number } };
+
+// The Host without the port the request came in on, which says nothing the server does not know
+// (supertest's per-request port); any other port stays: an unkeyed port poisons caches.
+function hostOf(host: string | string[] | undefined, request: unknown): unknown {
+  const port = /^([^:]*|\[.*\]):(\d+)$/.exec(typeof host === 'string' ? host : '');
+  const { socket, raw } = (request ?? {}) as Socket & { raw?: Socket };
+  const local = socket?.localPort ?? raw?.socket?.localPort;
+  return port && local !== undefined && Number(port[2]) === local ? port[1] : host;
 }
 
 /** `@CacheTTL()` (ms) as cache options; what is no number is handed on to be refused. */

@@ -7,6 +7,7 @@ import {
   CacheOptionsDto,
   type BufferCacheOptions,
   type CacheSettings,
+  type HttpCacheOptionsDto,
 } from '../options/cache.options.js';
 import { toMilliseconds } from '../options/seconds.js';
 import { validateOptions } from '../options/validate-options.js';
@@ -26,6 +27,14 @@ export interface CacheLookup<T> {
 
 /** The lookup with its status, for the interceptor. */
 export const LOOKUP: unique symbol = Symbol('lookup');
+
+/** The module's `http` options, for the interceptor. */
+export const HTTP: unique symbol = Symbol('http');
+
+// A URL key (the interceptor's) starts with NUL and `u`; a key of the user's that starts with NUL
+// gets another one: no key of the user's names a URL key.
+const spaced = (key: string, url = false): string =>
+  url ? `\0u${key}` : typeof key === 'string' && key.startsWith('\0') ? `\0${key}` : key;
 
 const OPTION_NAMES = ['ttl', 'grace', 'timeout', 'lockTtl', 'lockTimeout'] as const;
 const MAX_KEPT_SETTINGS = 1000;
@@ -52,6 +61,8 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   private readonly builds = new LocalFlights();
   // Settings by their values: callers pass a new literal each call, and validating costs.
   private readonly kept = new Map<string, CacheSettings>();
+  /** @internal */
+  readonly [HTTP]: Readonly<HttpCacheOptionsDto>;
 
   constructor(given: {
     readonly lock: RedisLockService;
@@ -69,6 +80,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     const engine = given.engine ?? new SingleFlightEngine({ lock, options, messages });
     const now = (this.now = given.now ?? Date.now);
     const { cacheDefaults } = options;
+    this[HTTP] = options.http;
     this.defaults = {
       ...cacheDefaults,
       lockTtl: cacheDefaults.lockTtl ?? options.ttl,
@@ -94,12 +106,14 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
 
   /** The value of `key` while its entry may be served (fresh or within `grace`), else `undefined`. */
   async get<T = unknown>(key: string): Promise<T | undefined> {
+    key = spaced(key);
     const entry = await this.entries.lookup(key, this.lockKeyOf(key));
     return entry && this.now() < entry.staleUntil ? (entry.value as T) : undefined;
   }
 
   /** Stores `value` under `key` as a fresh entry, with no lock. */
   async set(key: string, value: unknown, options?: BufferCacheOptions): Promise<void> {
+    key = spaced(key);
     const settings = this.settingsOf(options);
     const text = this.entries.encode(key, value, settings);
     await this.entries.write(key, this.lockKeyOf(key), text, settings);
@@ -107,6 +121,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
 
   /** Deletes the entry of `key`: the next call builds it (once across the fleet). */
   async delete(key: string): Promise<void> {
+    key = spaced(key);
     await this.entries.delete(key, this.lockKeyOf(key));
   }
 
@@ -115,8 +130,10 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     key: string,
     factory: () => T | Promise<T>,
     options?: BufferCacheOptions,
+    url = false,
   ): Promise<CacheLookup<Awaited<T>>> {
     try {
+      key = spaced(key, url);
       const settings = this.settingsOf(options);
       const lockKey = this.lockKeyOf(key);
       const trace = this.builder.traceOf(key, lockKey);

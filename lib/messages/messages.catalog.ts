@@ -84,6 +84,9 @@ export const ENGLISH_MESSAGES = {
   cache_timeout_invalid: 'cache_lock cache timeout must be zero or a positive number of seconds',
   cache_lock_ttl_invalid: 'cache_lock cache lockTtl must be a positive number of seconds',
   cache_lock_timeout_invalid: 'cache_lock cache lockTimeout must be a positive number of seconds',
+  http_invalid: 'cache_lock http must be an object with shareAuthorized and vary',
+  http_authorized_invalid: 'cache_lock http.shareAuthorized must be true or false',
+  http_vary_invalid: 'cache_lock http.vary must be an array of request header names',
   cached_key_invalid:
     '@Cached key must be a non-empty string or a function that returns the cache key',
   cached_not_method: '@Cached can only decorate a method',

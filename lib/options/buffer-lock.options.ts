@@ -7,7 +7,7 @@ import type { MessageId } from '../messages/messages.catalog.js';
 import type { ResultSerializer } from '../serialization/result-serializer.js';
 import type { FlightLockLostEvent } from '../types/events.js';
 import { isScriptClient, type LockClient, type RedisClientFactory } from '../redis/client.js';
-import { CacheOptionsDto, type BufferCacheOptions } from './cache.options.js';
+import { CacheOptionsDto, HttpCacheOptionsDto, type BufferCacheOptions } from './cache.options.js';
 import {
   CircuitBreakerOptionsDto,
   type CircuitBreakerSettings,
@@ -98,12 +98,19 @@ export class BufferLockOptionsDto extends SingleFlightOptionsDto {
   @Nested(CacheOptionsDto, 'cache_defaults_invalid')
   cacheDefaults: CacheOptionsDto = new CacheOptionsDto();
 
+  /** Which HTTP requests `BufferCacheInterceptor` shares, and the headers its URL keys vary by. */
+  @Nested(HttpCacheOptionsDto, 'http_invalid')
+  http: HttpCacheOptionsDto = new HttpCacheOptionsDto();
+
   /** Put the raw cache key in traces besides its hash; keys may hold user data. Default `false`. */
   @Rule('trace_keys_invalid', (v) => typeof v === 'boolean')
   traceKeys: boolean = false;
 }
 
-type ModuleFields = Omit<BufferLockOptionsDto, 'redis' | 'circuitBreaker' | 'cacheDefaults'>;
+type ModuleFields = Omit<
+  BufferLockOptionsDto,
+  'redis' | 'circuitBreaker' | 'cacheDefaults' | 'http'
+>;
 
 /**
  * The options of `BufferLockModule`; seconds are numbers. `redis`: a
@@ -119,6 +126,7 @@ export type BufferLockOptions = Partial<ModuleFields> & {
   redis: LockClient | RedisClientFactory | string | RedisOptions;
   circuitBreaker?: Partial<CircuitBreakerOptionsDto> | false;
   cacheDefaults?: BufferCacheOptions;
+  http?: Partial<HttpCacheOptionsDto>;
 };
 
 export type RedisConnection = BufferLockOptions['redis'];
@@ -137,6 +145,7 @@ export type ResolvedBufferLockOptions = Readonly<
     redis: LockClient | RedisClientFactory;
     circuitBreaker: CircuitBreakerSettings;
     cacheDefaults: Readonly<CacheOptionsDto>;
+    http: Readonly<HttpCacheOptionsDto>;
   }
 >;
 

@@ -1,6 +1,6 @@
 import { ValidateIf } from 'class-validator';
 import { given } from './rules.js';
-import { Seconds } from './validate-options.js';
+import { Rule, Seconds } from './validate-options.js';
 
 /** The cache's per-call options: module option `cacheDefaults`, and each cached call's own. */
 export class CacheOptionsDto {
@@ -25,6 +25,23 @@ export class CacheOptionsDto {
   @ValidateIf(given)
   @Seconds('cache_lock_timeout_invalid', { timed: true })
   lockTimeout?: number = undefined;
+}
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i;
+
+/** How `BufferCacheInterceptor` keys and shares HTTP requests: module option `http`, `with()`. */
+export class HttpCacheOptionsDto {
+  /** Also cache and coalesce requests with `Authorization` or `Cookie`. Default `false`. */
+  @Rule('http_authorized_invalid', (v) => typeof v === 'boolean')
+  shareAuthorized: boolean = false;
+
+  /** Request headers whose values are part of a URL key (`accept-language`). Default none. */
+  @Rule(
+    'http_vary_invalid',
+    (v) =>
+      Array.isArray(v) && v.every((name) => typeof name === 'string' && HEADER_NAME.test(name)),
+  )
+  vary: readonly string[] = [];
 }
 
 /**
