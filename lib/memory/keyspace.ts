@@ -148,6 +148,11 @@ export class MemoryKeyspace implements ScriptCommands {
     return listeners.size;
   }
 
+  time(): [string, string] {
+    const ms = Math.floor(this.now());
+    return [String(Math.floor(ms / 1000)), String((ms % 1000) * 1000)];
+  }
+
   exists(key: string): number {
     return this.live(argument(key)) === undefined ? 0 : 1;
   }
