@@ -157,7 +157,7 @@ const sameValue = (a: unknown, b: unknown): boolean =>
   a === b || (isFence(a) && isFence(b) && Math.abs(Number(a) - Number(b)) <= 1e6);
 
 function expectSame(step: string, onRedis: Outcome, inMemory: Outcome): void {
-  if (step === 'acquire-fenced' && 'reply' in onRedis && 'reply' in inMemory) {
+  if ((step === 'acquire-fenced' || step === 'get') && 'reply' in onRedis && 'reply' in inMemory) {
     expect(
       sameValue(onRedis.reply, inMemory.reply),
       `${step}: ${JSON.stringify([onRedis.reply, inMemory.reply])}`,
