@@ -4,17 +4,21 @@ import { ensureBuilt, root } from './built-package.js';
 /**
  * Runs an ES module `script` in a node of its own with `--expose-gc`, against the built package
  * (`dist/`, built when older than lib/), and resolves the JSON it prints last. The script has
- * `heap()`: the heap used after a full GC, in bytes. A heap of its own: the test runner's
+ * `heap()`: the heap used after a full GC, in bytes; `flags` go to node too. A heap of its own: the test runner's
  * allocations do not blur the figure.
  */
-export async function inHeapChild<T>(script: string, env: Record<string, string> = {}): Promise<T> {
+export async function inHeapChild<T>(
+  script: string,
+  env: Record<string, string> = {},
+  flags: readonly string[] = [],
+): Promise<T> {
   ensureBuilt();
   const prelude = `
 const heap = () => { for (let i = 0; i < 4; i++) globalThis.gc(); return process.memoryUsage().heapUsed; };
 `;
   const child = spawn(
     process.execPath,
-    ['--expose-gc', '--input-type=module', '-e', prelude + script],
+    ['--expose-gc', ...flags, '--input-type=module', '-e', prelude + script],
     { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';
