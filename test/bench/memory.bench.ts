@@ -115,6 +115,9 @@ export const memorySection: BenchSection = {
   },
 };
 
+const ratio = (a: number, b: number): string => `${(((a - b) / b) * 100).toFixed(1)} %`;
+const within = (a: number, b: number): boolean => Math.abs(a - b) <= 0.05 * b;
+
 const usedMemory = async (client: Redis): Promise<number> =>
   Number(/used_memory:(\d+)/.exec(await client.info('memory'))![1]);
 
@@ -183,7 +186,6 @@ async function boundedState({ quick, redis, report }: BenchContext): Promise<voi
   engine.close();
   client.disconnect();
   admin.disconnect();
-  const ratio = (a: number, b: number): string => `${(((a - b) / b) * 100).toFixed(1)} %`;
   report.add(
     `### Bounded state: ${fmtInt(keys)} distinct keys locked, fencing on\n\n` +
       `Half by \`acquire\`/\`release\`, half by \`engine.run\` with a ttl of its own per call ` +
@@ -206,7 +208,6 @@ async function boundedState({ quick, redis, report }: BenchContext): Promise<voi
         ],
       ),
   );
-  const within = (a: number, b: number): boolean => Math.abs(a - b) <= 0.05 * b;
   target(
     `memory: heap and Redis used_memory within 5 % of start once the bound passed (${fmtInt(keys)} keys)`,
     `heap ${ratio(after.heap, start.heap)}, Redis ${ratio(after.redis, start.redis)}, ${left} keys left`,

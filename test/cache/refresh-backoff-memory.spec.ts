@@ -9,6 +9,7 @@ import { inHeapChild } from '../support/heap-child.js';
  */
 
 const KEYS = 20_000;
+const mb = (n: number): string => `${n < 0 ? '' : '+'}${(n / 1e6).toFixed(2)}`;
 
 describe('refresh back-off of keys never read again', () => {
   it(`${KEYS} failed refreshes leave the heap where it was once their back-off has passed`, async () => {
@@ -41,7 +42,6 @@ await cache.get('report:0');
 const after = heap();
 console.log(JSON.stringify({ before, failed, after, failures }));
 `);
-    const mb = (n: number): string => `${n < 0 ? '' : '+'}${(n / 1e6).toFixed(2)}`;
     console.log(
       `heap after GC: ${mb(failed - before)} MB with ${KEYS} back-offs, ` +
         `${mb(after - before)} MB once they passed`,
