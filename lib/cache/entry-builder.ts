@@ -27,6 +27,11 @@ export interface EntryBuilderParts extends CacheParts {
 }
 
 const MAX_BACKOFF_MS = 30_000;
+/** How often the passed back-offs are swept out while there are any. */
+const SWEEP_MS = 5000;
+
+const backoffMs = (failures: number): number =>
+  Math.min(MAX_BACKOFF_MS, 1000 * 2 ** (failures - 1));
 
 /**
  * Builds entries once across the fleet, under the key's lock (a woken waiter reads the entry
@@ -37,6 +42,7 @@ const MAX_BACKOFF_MS = 30_000;
 export class EntryBuilder {
   private readonly refreshes = new Map<string, Promise<Built | undefined>>();
   private readonly backoff = new Map<string, { until: number; failures: number }>();
+  private sweeper: NodeJS.Timeout | undefined;
 
   constructor(private readonly parts: EntryBuilderParts) {}
 
@@ -140,16 +146,32 @@ export class EntryBuilder {
   private async holdAfterFailure(guard: LockGuard, lockKey: string): Promise<void> {
     const { lock, now } = this.parts;
     const failures = (this.backoff.get(lockKey)?.failures ?? 0) + 1;
-    const ms = Math.min(MAX_BACKOFF_MS, 1000 * 2 ** (failures - 1));
-    this.backoff.set(lockKey, { until: now() + ms, failures });
+    const ms = backoffMs(failures);
+    this.backOff(lockKey, { until: now() + ms, failures });
     const [extended] = await lock.extend(guard, ms / 1000);
     if (!extended) await lock.release(guard);
+  }
+
+  // A failure counts for its back-off and as long again (the next one doubles it), then goes:
+  // a key never read again leaves nothing.
+  private backOff(lockKey: string, state: { until: number; failures: number }): void {
+    this.backoff.set(lockKey, state);
+    this.sweeper ??= setTimeout(() => this.sweep(), SWEEP_MS).unref();
+  }
+
+  private sweep(): void {
+    const now = this.parts.now();
+    for (const [key, { until, failures }] of this.backoff) {
+      if (now >= until + backoffMs(failures)) this.backoff.delete(key);
+    }
+    this.sweeper =
+      this.backoff.size > 0 ? setTimeout(() => this.sweep(), SWEEP_MS).unref() : undefined;
   }
 
   private refreshFailed(key: string, lockKey: string, error: unknown): void {
     const { messages, log, now, events } = this.parts;
     const state = this.backoff.get(lockKey) ?? { until: now() + 1000, failures: 1 };
-    this.backoff.set(lockKey, state);
+    this.backOff(lockKey, state);
     const line = messages.render('cache_refresh_failed', {
       ERROR: errorText(error),
       SECONDS: Math.max(1, Math.round((state.until - now()) / 1000)),

@@ -7,7 +7,15 @@ export interface Expiry {
 // A binary min-heap, so that keys nobody reads again are found without scanning every key. A key
 // set again keeps its older entries here; the keyspace skips those that are no longer its time.
 export class ExpiryQueue {
-  private readonly heap: Expiry[] = [];
+  private heap: Expiry[] = [];
+
+  get size(): number {
+    return this.heap.length;
+  }
+
+  clear(): void {
+    this.heap = [];
+  }
 
   add(key: string, at: number): void {
     const heap = this.heap;

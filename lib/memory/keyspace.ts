@@ -1,5 +1,6 @@
 import type { ScriptCommands } from '../redis/lua-script.js';
 import { ExpiryQueue } from './expiry-queue.js';
+import { DEFAULT_MAX_KEYS } from './memory-url.js';
 
 /** Redis's strict integer syntax (string2ll): an optional minus, no leading zero, no sign or space. */
 const INTEGER = /^(?:0|-?[1-9]\d*)$/;
@@ -40,6 +41,8 @@ export interface ChannelListener {
  * channels, answering the scripts' commands with Redis 7's replies, refusals and expiry rules (a
  * key lives through the millisecond its expiry names; a PEXPIRE to a time not in the future
  * deletes it). Expired keys are dropped at the next command, so one nobody reads costs nothing.
+ * It holds `maxKeys` keys at most: a new one beyond evicts the least recently used, as Redis's
+ * `allkeys-lru` does.
  */
 export class MemoryKeyspace implements ScriptCommands {
   private readonly entries = new Map<string, Entry>();
@@ -48,7 +51,10 @@ export class MemoryKeyspace implements ScriptCommands {
   /** The time of the script running now; `undefined` between commands. */
   private frozen: number | undefined;
 
-  constructor(private readonly clock: () => number = Date.now) {}
+  constructor(
+    private readonly clock: () => number = Date.now,
+    private readonly maxKeys: number = DEFAULT_MAX_KEYS,
+  ) {}
 
   /** One atomic step at one instant, as Redis runs a script; keys expired before it go first. */
   atomically<T>(work: (commands: ScriptCommands) => T): T {
@@ -115,7 +121,7 @@ export class MemoryKeyspace implements ScriptCommands {
       return 1;
     }
     entry.expiresAt = Number(at);
-    this.expiries.add(name, entry.expiresAt);
+    this.expire(name, entry.expiresAt);
     return 1;
   }
 
@@ -146,6 +152,11 @@ export class MemoryKeyspace implements ScriptCommands {
     // Delivered after the script, as Redis writes the message out once the script is done.
     for (const listener of listeners) queueMicrotask(() => listener.deliver(name, text));
     return listeners.size;
+  }
+
+  time(): [string, string] {
+    const ms = Math.floor(this.now());
+    return [String(Math.floor(ms / 1000)), String((ms % 1000) * 1000)];
   }
 
   exists(key: string): number {
@@ -182,12 +193,27 @@ export class MemoryKeyspace implements ScriptCommands {
       this.entries.delete(name);
       return undefined;
     }
+    // A Map keeps its order of insertion: the least recently used key comes first.
+    this.entries.delete(name);
+    this.entries.set(name, entry);
     return entry;
   }
 
   private write(name: string, value: string, expiresAt: number | undefined): void {
+    this.entries.delete(name);
     this.entries.set(name, { value, expiresAt });
-    if (expiresAt !== undefined) this.expiries.add(name, expiresAt);
+    if (this.entries.size > this.maxKeys) this.entries.delete(this.entries.keys().next().value!);
+    if (expiresAt !== undefined) this.expire(name, expiresAt);
+  }
+
+  // Expiries of keys deleted or set again stay queued until their time: rebuilt when they are most.
+  private expire(name: string, at: number): void {
+    this.expiries.add(name, at);
+    if (this.expiries.size <= 2 * this.entries.size + 1024) return;
+    this.expiries.clear();
+    for (const [key, entry] of this.entries) {
+      if (entry.expiresAt !== undefined) this.expiries.add(key, entry.expiresAt);
+    }
   }
 
   private purge(now: number): void {

@@ -3,7 +3,7 @@ import { EventEmitter } from 'node:events';
 import type { RedisScriptClient, SubscriberConnection } from '../types/clients.js';
 import { definedScript, type LuaScript } from '../redis/lua-script.js';
 import { MemoryKeyspace, type ChannelListener } from './keyspace.js';
-import { memoryUrlName, type MemoryUrl } from './memory-url.js';
+import { memoryUrlMaxKeys, memoryUrlName, type MemoryUrl } from './memory-url.js';
 
 /** Redis's strict integer syntax, for the number of keys of EVAL and EVALSHA. */
 const INTEGER = /^(?:0|-?[1-9]\d*)$/;
@@ -168,11 +168,15 @@ export class MemorySubscriber
 /** The keyspaces of `memory://NAME`, one per name for the life of the process. */
 const named = new Map<string, MemoryKeyspace>();
 
-/** A client on a keyspace of its own for `memory://`, on the process's one of that name else. */
+/**
+ * A client on a keyspace of its own for `memory://`, on the process's one of that name else (its
+ * first URL sets its `maxKeys`).
+ */
 export function memoryClient(url: MemoryUrl): MemoryClient {
   const name = memoryUrlName(url);
-  if (name === '') return new MemoryClient();
+  const make = (): MemoryKeyspace => new MemoryKeyspace(Date.now, memoryUrlMaxKeys(url));
+  if (name === '') return new MemoryClient(make());
   let keyspace = named.get(name);
-  if (keyspace === undefined) named.set(name, (keyspace = new MemoryKeyspace()));
+  if (keyspace === undefined) named.set(name, (keyspace = make()));
   return new MemoryClient(keyspace);
 }

@@ -34,26 +34,44 @@ export function acquireLock(
   return runScript(client, ACQUIRE, [key], [token, ttlMs]);
 }
 
-// The counter has no expiry, so a key's fencing numbers never go back.
+// How long a fence counter outlives the last acquire of its key, past the lock's own ttl.
+const FENCE_IDLE_MS = 1000;
+
+// Each number is the counter + 1, or the server's TIME in µs when that is larger. A counter that
+// expired starts again at TIME, above all it gave: its last number was the TIME of its last
+// acquire plus the acquires that outran the clock (Redis runs far fewer than one script a µs),
+// and FENCE_IDLE_MS (10^6 µs) or more has passed since.
 const ACQUIRE_FENCED = luaScript(
   `
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('INCR', KEYS[2])
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 0
 end
-return 0
+local now = redis.call('TIME')
+local fence = math.max(redis.call('INCR', KEYS[2]), now[1] * 1000000 + now[2])
+redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
+return fence
 `,
-  (redis, [key, fence], [token, ms]) =>
-    redis.set(key!, token!, 'NX', 'PX', ms!) === null ? 0 : redis.incr(fence!),
+  (redis, [key, fence], [token, ms, idleMs]) => {
+    if (redis.set(key!, token!, 'NX', 'PX', ms!) === null) return 0;
+    const [seconds, micros] = redis.time();
+    const next = Math.max(redis.incr(fence!), Number(seconds) * 1e6 + Number(micros));
+    redis.set(fence!, String(next), 'PX', idleMs!);
+    return next;
+  },
 );
 
-/** Resolves the new fencing number when taken, 0 when held. */
+/**
+ * Resolves the new fencing number when taken, 0 when held. The counter expires once its key has
+ * not been acquired for `ttlMs` + 1 s.
+ */
 export function acquireFencedLock(
   client: RedisScriptClient,
   key: string,
   token: string,
   ttlMs: number,
 ): Promise<unknown> {
-  return runScript(client, ACQUIRE_FENCED, [key, fenceKey(key)], [token, ttlMs]);
+  const idleMs = ttlMs + FENCE_IDLE_MS;
+  return runScript(client, ACQUIRE_FENCED, [key, fenceKey(key)], [token, ttlMs, idleMs]);
 }
 
 const EXTEND = luaScript(

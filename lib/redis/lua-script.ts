@@ -11,6 +11,8 @@ export interface ScriptCommands {
   pttl(key: string): number;
   incr(key: string): number;
   spublish(channel: string, message: string): number;
+  /** Seconds and microseconds since the epoch, as decimal text. */
+  time(): [string, string];
 }
 
 // The same steps as the Lua script, in one synchronous call (so as atomic), Lua's nil as null.

@@ -52,6 +52,9 @@ export class LockWatchdog {
 
   stop(): void {
     this.running = false;
+    // ref() first: Node drops the list of a cleared timer's duration only for a ref'd timer, and
+    // keeps an unref'd one's (one per ttl) until that duration has passed.
+    this.timer?.ref();
     clearTimeout(this.timer);
     this.timer = undefined;
   }

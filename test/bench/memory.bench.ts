@@ -1,9 +1,11 @@
 import { performance } from 'node:perf_hooks';
-import { RedisLockService } from '../../lib/index.js';
+import type { Redis } from 'ioredis';
+import { RedisLockService, SingleFlightEngine } from '../../lib/index.js';
 import {
   collectGarbage,
   fmtInt,
   fmtMb,
+  sleep,
   table,
   target,
   type BenchContext,
@@ -86,6 +88,8 @@ export const memorySection: BenchSection = {
       heapGrowth < 5 * 1024 * 1024,
     );
 
+    await boundedState(context);
+
     const probe = await waitSubscriberProbe(context, quick ? 1_000 : 10_000);
     if (!probe) {
       report.add(
@@ -110,3 +114,103 @@ export const memorySection: BenchSection = {
     );
   },
 };
+
+const ratio = (a: number, b: number): string => `${(((a - b) / b) * 100).toFixed(1)} %`;
+const within = (a: number, b: number): boolean => Math.abs(a - b) <= 0.05 * b;
+
+const usedMemory = async (client: Redis): Promise<number> =>
+  Number(/used_memory:(\d+)/.exec(await client.info('memory'))![1]);
+
+/**
+ * Distinct keys locked with fencing, half by acquire/release, half by engine.run with a ttl of
+ * its own per call: once the fence counters' bound (the lock's ttl + 1 s) has passed, the heap
+ * after GC and Redis's used_memory are back where they started.
+ */
+async function boundedState({ quick, redis, report }: BenchContext): Promise<void> {
+  const keys = quick ? 50_000 : 1_000_000;
+  const concurrency = 64;
+  const ttl = 1;
+  const client = redis.client();
+  const admin = redis.client();
+  const lock = new RedisLockService({
+    redis: client,
+    namespace: 'bench:bound:',
+    ttl,
+    fencing: true,
+  });
+  const engine = new SingleFlightEngine({ lock });
+  report.progress(`memory: ${fmtInt(keys)} distinct keys locked with fencing`);
+  // Keys other sections left: the bound is passed when Redis holds no more than these.
+  const base = await admin.dbsize();
+  let next = 0;
+  let failures = 0;
+  const runKeys = async (count: number): Promise<void> => {
+    const loop = async (): Promise<void> => {
+      while (next < count) {
+        const i = next++;
+        if (i % 2 === 0) {
+          const [guard] = await lock.acquire(`bound:${i}`);
+          if (!guard || !(await lock.release(guard))[0]) failures++;
+        } else {
+          const options = { ttl: ttl + (i % 997) / 1000, lockTimeout: 0.5 };
+          if ((await engine.run(`bound:${i}`, () => i, options)) !== i) failures++;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, loop));
+  };
+  const settle = async (): Promise<number> => {
+    // Past the bound, then until Redis's active expiry has taken every key.
+    await sleep((ttl + 1) * 1000 + 500);
+    const deadline = Date.now() + 120_000;
+    while ((await admin.dbsize()) > base && Date.now() < deadline) await sleep(250);
+    return (await admin.dbsize()) - base;
+  };
+  await runKeys(Math.min(20_000, keys / 5));
+  await settle();
+  forceGc();
+  const start = { heap: snapshot().heapUsed, redis: await usedMemory(admin) };
+  const t0 = performance.now();
+  next = 0;
+  await runKeys(keys);
+  const seconds = (performance.now() - t0) / 1000;
+  forceGc();
+  const end = {
+    heap: snapshot().heapUsed,
+    redis: await usedMemory(admin),
+    keys: (await admin.dbsize()) - base,
+  };
+  const left = await settle();
+  forceGc();
+  const after = { heap: snapshot().heapUsed, redis: await usedMemory(admin) };
+  engine.close();
+  client.disconnect();
+  admin.disconnect();
+  report.add(
+    `### Bounded state: ${fmtInt(keys)} distinct keys locked, fencing on\n\n` +
+      `Half by \`acquire\`/\`release\`, half by \`engine.run\` with a ttl of its own per call ` +
+      `(${ttl}–${ttl + 0.996} s), concurrency ${concurrency}, in ${seconds.toFixed(1)} s, ` +
+      `${failures} failed. "start" is after a warm-up, its keys expired and a forced GC; ` +
+      `"after the bound" is once the fence counters' bound (the lock's ttl + 1 s) has passed and ` +
+      `Redis holds no key of them (${left} left).\n\n` +
+      table(
+        ['', 'heap used after GC', 'Redis used_memory', 'Redis keys'],
+        [
+          ['start', fmtMb(start.heap), fmtMb(start.redis), '0'],
+          ['right after the last key', fmtMb(end.heap), fmtMb(end.redis), fmtInt(end.keys)],
+          ['after the bound', fmtMb(after.heap), fmtMb(after.redis), fmtInt(left)],
+          [
+            'after the bound vs start',
+            ratio(after.heap, start.heap),
+            ratio(after.redis, start.redis),
+            '',
+          ],
+        ],
+      ),
+  );
+  target(
+    `memory: heap and Redis used_memory within 5 % of start once the bound passed (${fmtInt(keys)} keys)`,
+    `heap ${ratio(after.heap, start.heap)}, Redis ${ratio(after.redis, start.redis)}, ${left} keys left`,
+    within(after.heap, start.heap) && within(after.redis, start.redis) && left === 0,
+  );
+}

@@ -180,11 +180,11 @@ describe('Redis calls', () => {
       expect(delta['evalsha']).toBe(1);
     });
 
-    it('with fencing the acquire stays one script (SET and INCR in one step)', async () => {
+    it('with fencing the acquire stays one script (SET, TIME, INCR and the counter’s SET in one step)', async () => {
       const lock = new RedisLockService({ redis: server.client(), namespace: NS, fencing: true });
       await lock.acquire('fenced-warm'); // loads the script
       const delta = await ran(() => lock.acquire('fenced-set'));
-      expect(delta).toEqual({ evalsha: 1, set: 1, incr: 1 });
+      expect(delta).toEqual({ evalsha: 1, set: 2, time: 1, incr: 1 });
     });
 
     it('a set() that answers nothing is "no result"; one that rejects is "lock failed"', async () => {
