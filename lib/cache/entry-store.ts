@@ -138,7 +138,8 @@ export class EntryStore {
   }
 
   private keyOf(key: string, lockKey: string): string {
-    return this.builtIn ? slotKey(lockKey, this.parts.options.cachePrefix) : key;
+    const { cachePrefix } = this.parts.options;
+    return this.builtIn ? slotKey(lockKey, cachePrefix) : cachePrefix + key;
   }
 
   private async guarded(call: () => unknown): Promise<unknown> {

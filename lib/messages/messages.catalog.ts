@@ -76,7 +76,7 @@ export const ENGLISH_MESSAGES = {
   log_suppressed: 'LINE (COUNT more like this in the last SECONDS s)',
   cache_store_invalid:
     'cache_lock cache must be a cache-manager Cache, a Keyv instance or an object with get(), set() and delete()',
-  cache_prefix_invalid: 'cache_lock cachePrefix must be a non-empty string without { or }',
+  cache_prefix_invalid: 'cache_lock cachePrefix must be a string without { or }',
   cache_defaults_invalid:
     'cache_lock cacheDefaults must be an object with ttl, grace, timeout, lockTtl and lockTimeout',
   cache_ttl_invalid: 'cache_lock cache ttl must be a positive number of seconds',

@@ -90,8 +90,8 @@ export class BufferLockOptionsDto extends SingleFlightOptionsDto {
   @Rule('cache_store_invalid', isCacheStore)
   cache?: object = undefined;
 
-  /** The prefix of the built-in store's entries. Default `'buffer:cache:'`. */
-  @Rule('cache_prefix_invalid', (v) => isNonEmptyString(v) && !/[{}]/.test(v))
+  /** The prefix of every cache entry's key, in any store (`''` for none). Default `'buffer:cache:'`. */
+  @Rule('cache_prefix_invalid', (v) => typeof v === 'string' && !/[{}]/.test(v))
   cachePrefix: string = 'buffer:cache:';
 
   /** The cache's per-call defaults: `ttl` 60, `grace` 0, `timeout` 0, `lockTtl`, `lockTimeout`. */

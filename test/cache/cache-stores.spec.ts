@@ -45,6 +45,8 @@ afterEach(async () => {
 
 let n = 0;
 const key = (): string => `stores:report:${++n}`;
+/** Where an entry of `k` sits in a store: under the cache's prefix, `cachePrefix`. */
+const inStore = (k: string): string => `buffer:cache:${k}`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A Keyv instance on @keyv/redis against the store server. */
@@ -197,13 +199,13 @@ describe('@nestjs/cache-manager with a Keyv store on @keyv/redis', () => {
 
     const k = key();
     // No per-call options: the module's cacheDefaults (ttl 30, grace 15) apply.
-    await buildsOnceThenHits(cache, k, (at) => manager.get(at), { ttl: 30, grace: 15 });
+    await buildsOnceThenHits(cache, k, (at) => manager.get(inStore(at)), { ttl: 30, grace: 15 });
     // cache-manager was given (ttl + grace) in milliseconds: 45 000.
     await expectStoreTtl(k, 45);
 
     // delete() goes through cache-manager's del: the entry is gone from the store.
     await cache.delete(k);
-    expect(await manager.get(k)).toBeUndefined();
+    expect(await manager.get(inStore(k))).toBeUndefined();
     expect(await storeAdmin.keys(`*${k}`)).toEqual([]);
   });
 
@@ -227,7 +229,7 @@ describe('@nestjs/cache-manager with a Keyv store on @keyv/redis', () => {
     let builds = 0;
     expect(await cache.getOrSet(k, () => ++builds)).toBe(1);
     expect(await cache.getOrSet(k, () => ++builds)).toBe(1);
-    const stored = entryParts(await manager.get(k));
+    const stored = entryParts(await manager.get(inStore(k)));
     expect(stored.staleUntil - stored.freshUntil).toBe(100_000);
     await expectStoreTtl(k, 120);
   });
@@ -239,7 +241,7 @@ describe('a plain Keyv instance on @keyv/redis as the cache', () => {
     const cache = await appWith(keyv);
     const k = key();
     const options = { ttl: 10, grace: 5 };
-    await buildsOnceThenHits(cache, k, (at) => keyv.get(at), options, options);
+    await buildsOnceThenHits(cache, k, (at) => keyv.get(inStore(at)), options, options);
     await expectStoreTtl(k, 15);
 
     // set() writes a fresh entry with the TTL of its options; get() reads it.
@@ -249,7 +251,7 @@ describe('a plain Keyv instance on @keyv/redis as the cache', () => {
     await expectStoreTtl(other, 2);
 
     await cache.delete(k);
-    expect(await keyv.get(k)).toBeUndefined();
+    expect(await keyv.get(inStore(k))).toBeUndefined();
     expect(await cache.get(k)).toBeUndefined();
   });
 
@@ -296,14 +298,14 @@ describe("cache-manager's in-memory default", () => {
     expect(builds).toBe(1);
     expect(hit.lock).toEqual({});
     expect(hit.store).toEqual({});
-    const stored = entryParts(await memory.get(k));
+    const stored = entryParts(await memory.get(inStore(k)));
     expect(JSON.parse(stored.payload)).toEqual(['a', 1]);
     // cache-manager's ttl(key) is the expiry time in epoch ms: now + 7 s.
-    const expires = await memory.ttl(k);
+    const expires = await memory.ttl(inStore(k));
     expect(expires).toBeGreaterThanOrEqual(before + 7000);
     expect(expires).toBeLessThanOrEqual(Date.now() + 7000);
     await cache.delete(k);
-    expect(await memory.get(k)).toBeUndefined();
+    expect(await memory.get(inStore(k))).toBeUndefined();
   });
 
   it('CacheModule.register() with its defaults, injected as CACHE_MANAGER', async () => {
@@ -328,9 +330,41 @@ describe("cache-manager's in-memory default", () => {
     expect(values).toEqual(Array(20).fill(1));
     expect(await cache.getOrSet(k, () => ++builds)).toBe(1);
     expect(builds).toBe(1);
-    const stored = entryParts(await manager.get(k));
+    const stored = entryParts(await manager.get(inStore(k)));
     expect(stored.payload).toBe('1');
     expect(stored.staleUntil).toBe(stored.freshUntil);
+  });
+});
+
+describe('one prefix on every store', () => {
+  it("getOrSet('session:abc') leaves another component's session:abc alone, in Keyv and cache-manager", async () => {
+    const keyv = redisKeyv();
+    const memory = createCache();
+    for (const [store, read] of [
+      [keyv, (k: string) => keyv.get(k)],
+      [memory, (k: string) => memory.get(k)],
+    ] as const) {
+      await store.set('session:abc', 'the session of another component', 60_000);
+      const cache = await appWith(store);
+      expect(await cache.getOrSet('session:abc', () => 'cached', { ttl: 60 })).toBe('cached');
+      await cache.set('session:abc', 'set', { ttl: 60 });
+      await cache.delete('session:abc');
+      expect(await read('session:abc')).toBe('the session of another component');
+    }
+  });
+
+  it("cachePrefix: '' writes under the key as given, for the store and the built-in one alike", async () => {
+    const keyv = redisKeyv();
+    const cache = await appWith(keyv, { cachePrefix: '' });
+    await cache.set('plain:key', 'value', { ttl: 60 });
+    expect(entryParts(await keyv.get('plain:key')).payload).toBe('"value"');
+    const builtIn = await appWith(undefined as never, { cachePrefix: '', namespace: 'bare:' });
+    await builtIn.set('plain:key', 'value', { ttl: 60 });
+    expect(await builtIn.get('plain:key')).toBe('value');
+    // The entry is the lock key's slot prefix alone: `{bare:<md5>}`.
+    expect(await lockAdmin.keys('*bare:*')).toEqual([
+      expect.stringMatching(/^\{bare:[0-9a-f]{32}\}$/),
+    ]);
   });
 });
 
@@ -380,7 +414,7 @@ describe('bad cache options at bootstrap', () => {
       'cache_store_invalid',
     ],
     ["cachePrefix: 'a{b}'", { cachePrefix: 'a{b}' }, 'cache_prefix_invalid'],
-    ["cachePrefix: ''", { cachePrefix: '' }, 'cache_prefix_invalid'],
+    ['cachePrefix: 5', { cachePrefix: 5 }, 'cache_prefix_invalid'],
     ['cacheDefaults: { ttl: 0 }', { cacheDefaults: { ttl: 0 } }, 'cache_ttl_invalid'],
     ['cacheDefaults: { grace: -1 }', { cacheDefaults: { grace: -1 } }, 'cache_grace_invalid'],
     ["cacheDefaults: 'x'", { cacheDefaults: 'x' }, 'cache_defaults_invalid'],
