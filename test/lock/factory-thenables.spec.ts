@@ -1,3 +1,4 @@
+/* oxlint-disable unicorn/no-thenable -- thenables of every kind are what is tested */
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService, type RedisClientFactory } from '../../lib/index.js';
