@@ -240,7 +240,6 @@ describe('validation at bootstrap', () => {
     ['redis a string that is no URL', { redis: 'localhost' }, 'module_redis_invalid'],
     ['redis an object of a class without eval()', { redis: new Date() }, 'module_redis_invalid'],
     ['namespace empty', { namespace: '' }, 'redis_namespace_invalid'],
-    ['namespace undefined', { namespace: undefined }, 'redis_namespace_invalid'],
     ['ttl zero', { ttl: 0 }, 'redis_ttl_invalid'],
     ['ttl negative', { ttl: -1 }, 'redis_ttl_invalid'],
     ['ttl not a number', { ttl: 'abc' }, 'redis_ttl_invalid'],

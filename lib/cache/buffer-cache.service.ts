@@ -10,7 +10,7 @@ import {
   type HttpCacheOptionsDto,
 } from '../options/cache.options.js';
 import { toMilliseconds } from '../options/seconds.js';
-import { validateOptions } from '../options/validate-options.js';
+import { optionNames, validateOptions } from '../options/validate-options.js';
 import { LocalFlights } from '../single-flight/local-flights.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 import { ThrottledLog } from '../single-flight/throttled-log.js';
@@ -36,7 +36,7 @@ export const HTTP: unique symbol = Symbol('http');
 const spaced = (key: string, url = false): string =>
   url ? `\0u${key}` : typeof key === 'string' && key.startsWith('\0') ? `\0${key}` : key;
 
-const OPTION_NAMES = ['ttl', 'grace', 'timeout', 'lockTtl', 'lockTimeout'] as const;
+const OPTION_NAMES = optionNames(CacheOptionsDto);
 const MAX_KEPT_SETTINGS = 1000;
 
 /**
@@ -206,15 +206,19 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   }
 }
 
-/** `undefined` for a value that is no number or string: `['30']` must not pass for `'30'`. */
+/**
+ * The options' names and values; `undefined` for a name the cache does not know (it is refused)
+ * or a value that is no number or string: `['30']` must not pass for `'30'`.
+ */
 function idOf(options: BufferCacheOptions): string | undefined {
   let id = '';
-  for (const name of OPTION_NAMES) {
-    const value: unknown = options[name];
-    if (value !== undefined && typeof value !== 'number' && typeof value !== 'string') {
-      return undefined;
-    }
-    id += `${typeof value}:${String(value)}|`;
+  for (const name of Object.keys(options)) {
+    const value: unknown = options[name as keyof BufferCacheOptions];
+    if (value === undefined) continue;
+    if (!OPTION_NAMES.has(name)) return undefined;
+    if (typeof value === 'number') id += `${name}:${value}|`;
+    else if (typeof value === 'string') id += `${name}:${JSON.stringify(value)}|`;
+    else return undefined;
   }
   return id;
 }

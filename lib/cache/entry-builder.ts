@@ -1,4 +1,5 @@
 import type { EventEmitter } from 'node:events';
+import { LockError } from '../errors/lock.error.js';
 import type { LockGuard } from '../lock/lock-results.js';
 import { errorText } from '../messages/error-text.js';
 import type { CacheSettings } from '../options/cache.options.js';
@@ -62,7 +63,8 @@ export class EntryBuilder {
     trace: CacheTrace,
     failed?: (guard: LockGuard) => Promise<void>,
   ): Promise<Built | undefined> {
-    const { engine, entries, now, events, options } = this.parts;
+    const { engine, entries, now, events, options, messages } = this.parts;
+    const { hardTimeout } = settings;
     let payload: string | undefined;
     // Read again under the lock: another worker may have just written the entry.
     const fresh = async (): Promise<{ value: Built } | undefined> => {
@@ -74,12 +76,25 @@ export class EntryBuilder {
     const work = async (): Promise<Built> => {
       const found = await fresh();
       if (found) return found.value;
-      const value = await factory();
-      const text = entries.encode(key, value, settings);
+      const text = entries.encode(key, await bounded(factory()), settings);
       // Without the lock no release follows: the entry is written here.
       if (currentFlight()?.locked) payload = text;
       else await entries.write(key, lockKey, text, settings);
-      return { value, built: true };
+      // What a hit will return: the value as the serializer gives it back.
+      return { value: entries.decode(text).value, built: true };
+    };
+    // Past `hardTimeout` the build fails (its lock is released) and a late value is dropped.
+    const bounded = (made: unknown): unknown => {
+      if (typeof (made as { then?: unknown } | null)?.then !== 'function') return made;
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          const text = messages.render('cache_build_timeout', { KEY: key, SECONDS: hardTimeout });
+          reject(new LockError('cache_build_timeout', text));
+        }, hardTimeout * 1000);
+        timer.unref();
+      });
+      return Promise.race([made, late]).finally(() => clearTimeout(timer));
     };
     const flight = {
       ttl: settings.lockTtl,

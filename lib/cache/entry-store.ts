@@ -95,6 +95,13 @@ export class EntryStore {
       });
       throw new LockError('cache_value_unserializable', text, { cause: error });
     }
+    // A UTF-8 byte is at most 3 per UTF-16 unit: a short payload is not measured.
+    const max = settings.maxValueBytes;
+    const bytes = payload.length * 3 > max ? Buffer.byteLength(payload) : 0;
+    if (bytes > max) {
+      const text = messages.render('cache_value_too_large', { KEY: key, BYTES: bytes, MAX: max });
+      throw new LockError('cache_value_too_large', text);
+    }
     const freshUntil = now() + toMilliseconds(settings.ttl);
     return `${freshUntil}:${freshUntil + settings.grace * 1000}:${payload}`;
   }
@@ -124,7 +131,7 @@ export class EntryStore {
     return (await lock.release(guard))[1];
   }
 
-  private decode(text: unknown): CacheEntry {
+  decode(text: unknown): CacheEntry {
     if (typeof text !== 'string') throw new TypeError('not a cache entry');
     const first = text.indexOf(':');
     const second = text.indexOf(':', first + 1);

@@ -6,15 +6,32 @@ const hasEval = (value: unknown): boolean =>
   value !== null &&
   typeof (value as { eval?: unknown }).eval === 'function';
 
-function inTime(made: unknown, connectTimeout: number): Promise<unknown> {
+function inTime(made: unknown, connectTimeout: number): Promise<[unknown]> {
   let timer: NodeJS.Timeout | undefined;
+  let late = false;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ConnectTimeout()), connectTimeout * 1000);
+    timer = setTimeout(() => {
+      late = true;
+      reject(new ConnectTimeout());
+    }, connectTimeout * 1000);
     // A factory still pending keeps no process alive.
     timer.unref();
   });
-  // race() handles a late rejection of `made` too: nothing is left unhandled.
-  return Promise.race([made, deadline]).finally(() => clearTimeout(timer));
+  // Boxed, so that no promise adopts a client with a `then`; one thenable step per macrotask, so
+  // that one resolving to thenables for ever cannot keep the deadline from firing.
+  const settled = async (): Promise<[unknown]> => {
+    let value = made;
+    for (;;) {
+      const then = isScriptClient(value) ? undefined : (value as { then?: unknown } | null)?.then;
+      if (typeof then !== 'function' || late) return [value];
+      [value] = await new Promise<[unknown]>((resolve, reject) =>
+        then.call(value, (next: unknown) => resolve([next]), reject),
+      );
+      await new Promise(setImmediate);
+    }
+  };
+  // race() handles a late rejection too: nothing is left unhandled.
+  return Promise.race([settled(), deadline]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -29,7 +46,7 @@ export async function connectBy(
   use: (client: LockClient) => void,
 ): Promise<void> {
   const made = factory();
-  const client: unknown = isScriptClient(made) ? made : await inTime(made, connectTimeout);
+  const [client] = isScriptClient(made) ? [made] : await inTime(made, connectTimeout);
   if (!isScriptClient(client)) throw hasEval(client) ? new UnsupportedClient() : new NoClient();
   use(client);
 }

@@ -15,6 +15,7 @@ export const ENGLISH_MESSAGES = {
   redis_messages_invalid: 'cache_lock messages must be an object of texts keyed by message id',
   redis_fencing_invalid: 'cache_lock fencing must be true or false',
   redis_connect_timeout_invalid: 'cache_lock connectTimeout must be a positive number of seconds',
+  option_unknown: 'cache_lock NAME is not an option here; check its spelling',
   lock_key_undefined: 'cache key is not defined',
   lock_key_invalid: 'cache key must be a string',
   redis_lock_failed: 'Redis lock failed: ERROR',
@@ -78,12 +79,15 @@ export const ENGLISH_MESSAGES = {
     'cache_lock cache must be a cache-manager Cache, a Keyv instance or an object with get(), set() and delete()',
   cache_prefix_invalid: 'cache_lock cachePrefix must be a string without { or }',
   cache_defaults_invalid:
-    'cache_lock cacheDefaults must be an object with ttl, grace, timeout, lockTtl and lockTimeout',
+    'cache_lock cacheDefaults must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout, hardTimeout, maxValueBytes)',
   cache_ttl_invalid: 'cache_lock cache ttl must be a positive number of seconds',
   cache_grace_invalid: 'cache_lock cache grace must be zero or a positive number of seconds',
   cache_timeout_invalid: 'cache_lock cache timeout must be zero or a positive number of seconds',
   cache_lock_ttl_invalid: 'cache_lock cache lockTtl must be a positive number of seconds',
   cache_lock_timeout_invalid: 'cache_lock cache lockTimeout must be a positive number of seconds',
+  cache_hard_timeout_invalid: 'cache_lock cache hardTimeout must be a positive number of seconds',
+  cache_max_value_bytes_invalid:
+    'cache_lock cache maxValueBytes must be a positive whole number of bytes',
   http_invalid: 'cache_lock http must be an object with shareAuthorized and vary',
   http_authorized_invalid: 'cache_lock http.shareAuthorized must be true or false',
   http_vary_invalid: 'cache_lock http.vary must be an array of request header names',
@@ -91,13 +95,17 @@ export const ENGLISH_MESSAGES = {
     '@Cached key must be a non-empty string or a function that returns the cache key',
   cached_not_method: '@Cached can only decorate a method',
   cached_options_invalid:
-    '@Cached options must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout)',
+    '@Cached options must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout, hardTimeout, maxValueBytes)',
   cached_unsupported:
     '@Cached on CLASS.METHOD cannot cache its result as one entry: WHAT. Return plain data',
   cached_no_module:
     'CLASS.METHOD uses @Cached, but BufferLockModule is not visible to its module: import BufferLockModule.forRoot() there, or register it with isGlobal: true',
   cache_value_unserializable:
     'The value for KEY cannot be cached: WHAT at PATH cannot be serialized. Return plain data, or pass a serializer',
+  cache_value_too_large:
+    'The value for KEY is BYTES bytes encoded, more than maxValueBytes (MAX): it was not cached',
+  cache_build_timeout:
+    'Building the value for KEY took more than SECONDS s (hardTimeout): its lock is released, and a late value is not stored',
   cache_store_failed: 'The cache store failed: ERROR; serving without it',
   cache_entry_unreadable: 'A cache entry could not be read: ERROR; building it anew',
   cache_refresh_failed:

@@ -25,6 +25,14 @@ export class CacheOptionsDto {
   @ValidateIf(given)
   @Seconds('cache_lock_timeout_invalid', { timed: true })
   lockTimeout?: number = undefined;
+
+  /** Seconds a build may take: then its callers get `cache_build_timeout`. Default `60`. */
+  @Seconds('cache_hard_timeout_invalid', { timed: true })
+  hardTimeout: number = 60;
+
+  /** The most bytes a value may take once serialized; a larger one is refused. Default 4 MiB. */
+  @Rule('cache_max_value_bytes_invalid', (v) => Number.isSafeInteger(v) && (v as number) > 0)
+  maxValueBytes: number = 4 * 1024 * 1024;
 }
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i;

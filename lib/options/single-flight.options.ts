@@ -3,7 +3,7 @@ import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { RedisLockOptionsDto } from './redis-lock.options.js';
 import { given } from './rules.js';
 import { parseSeconds } from './seconds.js';
-import { readableCopy, Rule, Seconds, validateOptions } from './validate-options.js';
+import { Rule, Seconds, validateOptions } from './validate-options.js';
 
 const ON_BUSY_MODES = ['wait', 'skip', 'throw'] as const;
 const ON_REDIS_ERROR_MODES = ['proceed', 'throw'] as const;
@@ -41,6 +41,7 @@ export class SingleFlightOptionsDto extends RedisLockOptionsDto {
 }
 
 const PER_CALL = ['ttl', 'lockTimeout', 'onBusy', 'share', 'onRedisError', 'maxHold'] as const;
+const PER_CALL_NAMES: ReadonlySet<string> = new Set(PER_CALL);
 
 /**
  * The options of one `@SingleFlight` method or `SingleFlightEngine.run`; each one left out takes
@@ -57,14 +58,13 @@ export type SingleFlightOptions = Partial<Pick<SingleFlightOptionsDto, (typeof P
 export type SingleFlightSettings = Readonly<Required<Omit<SingleFlightOptions, 'maxHold'>>> &
   Pick<SingleFlightOptions, 'maxHold'>;
 
-/** The per-call options given, validated (seconds as numbers); anything else is ignored. */
+/** The per-call options given, validated (seconds as numbers); any other name is refused. */
 export function resolveSingleFlightOptions(
   input: SingleFlightOptions,
   messages: BufferLockMessages,
 ): SingleFlightOptions {
-  const source = readableCopy(input);
-  const own = Object.fromEntries(PER_CALL.filter((k) => k in source).map((k) => [k, source[k]]));
-  return { ...validateOptions(SingleFlightOptionsDto, own, messages, 'partial') };
+  const own = validateOptions(SingleFlightOptionsDto, input, messages, 'partial', PER_CALL_NAMES);
+  return Object.fromEntries(PER_CALL.filter((k) => Object.hasOwn(own, k)).map((k) => [k, own[k]]));
 }
 
 export function perCallSettings(

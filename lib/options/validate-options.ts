@@ -1,4 +1,10 @@
-import { ValidateBy, ValidateNested, validateSync, type ValidationError } from 'class-validator';
+import {
+  getMetadataStorage,
+  ValidateBy,
+  ValidateNested,
+  validateSync,
+  type ValidationError,
+} from 'class-validator';
 import { BufferLockConfigError, type ConfigViolation } from '../errors/lock.error.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
@@ -19,6 +25,19 @@ const declare = (target: object, property: string | symbol, field: Field): void 
   if (!fields.has(target)) fields.set(target, new Map());
   fields.get(target)!.set(String(property), field);
 };
+
+const names = new WeakMap<object, ReadonlySet<string>>();
+
+/** The options `Dto` declares, its base classes' too: each field with a default or a rule. */
+export function optionNames(Dto: new () => object): ReadonlySet<string> {
+  let known = names.get(Dto);
+  if (!known) {
+    const rules = getMetadataStorage().getTargetValidationMetadatas(Dto, '', true, false);
+    known = new Set([...Object.keys(new Dto()), ...rules.map((rule) => rule.propertyName)]);
+    names.set(Dto, known);
+  }
+  return known;
+}
 
 function fieldsOf(object: object): [string, Field][] {
   const found: [string, Field][] = [];
@@ -75,7 +94,10 @@ export function Nested(Dto: new () => object, messageId: MessageId): PropertyDec
 // Stands for an option that could not be read: no rule takes a symbol, so it is reported.
 const UNREADABLE: unique symbol = Symbol('unreadable option');
 
-/** The own enumerable options of `input`, each read once; a throwing one is `UNREADABLE`. */
+/**
+ * The own enumerable options of `input`, each read once; a throwing one is `UNREADABLE`, one
+ * that is `undefined` is left out (not given).
+ */
 export function readableCopy(input: unknown): Record<string, unknown> {
   if (typeof input !== 'object' || input === null) return {};
   const read = (key: string): unknown => {
@@ -86,8 +108,10 @@ export function readableCopy(input: unknown): Record<string, unknown> {
   };
   const copy: Record<string, unknown> = {};
   // Assigned, not defined: a `__proto__` key must not reach the options object as its own.
-  for (const key of attempt(() => Object.keys(input), []))
-    copy[key] = attempt(() => read(key), UNREADABLE);
+  for (const key of attempt(() => Object.keys(input), [])) {
+    const value = attempt(() => read(key), UNREADABLE);
+    if (value !== undefined) copy[key] = value;
+  }
   return copy;
 }
 
@@ -117,27 +141,48 @@ function readSeconds(dto: object): void {
   }
 }
 
+/** A violation for each name in `given` that is not in `known`, under `parent` if nested. */
+function unknownOf(
+  given: object,
+  known: ReadonlySet<string>,
+  messages: BufferLockMessages,
+  parent?: string,
+): ConfigViolation[] {
+  return Object.keys(given)
+    .filter((name) => !known.has(name))
+    .map((name) => ({
+      property: parent ?? name,
+      code: 'option_unknown',
+      message: messages.render('option_unknown', { NAME: parent ? `${parent}.${name}` : name }),
+    }));
+}
+
 /**
- * Resolves `input` (seconds as numbers) or throws one error listing every violation. `'complete'`:
- * options left out take their defaults (one given as `undefined` is validated, and defaulted where
- * its rule accepts it); `'partial'`: only the options given.
+ * Resolves `input` (seconds as numbers) or throws one error listing every violation, a name
+ * not in `known` among them. `'complete'`: options not given (or `undefined`) take their
+ * defaults; `'partial'`: only the options given.
  */
 export function validateOptions<T extends object>(
   Dto: new () => T,
   input: unknown,
   messages: BufferLockMessages,
   mode: 'complete' | 'partial' = 'complete',
+  known: ReadonlySet<string> = optionNames(Dto),
 ): T {
   const defaults = new Dto();
+  const given = readableCopy(input);
+  const unknown = unknownOf(given, known, messages);
   const dto: T = Object.assign(
     mode === 'complete' ? new Dto() : (Object.create(Dto.prototype) as T),
-    readableCopy(input),
+    given,
   );
   const record = dto as Record<string, unknown>;
   for (const [property, { nested }] of fieldsOf(dto)) {
     const value = record[property];
-    if (nested && isPlainObject(value))
-      record[property] = Object.assign(new nested(), readableCopy(value));
+    if (!nested || !isPlainObject(value)) continue;
+    const own = readableCopy(value);
+    unknown.push(...unknownOf(own, optionNames(nested), messages, property));
+    record[property] = Object.assign(new nested(), own);
   }
   const errors = validateSync(dto, {
     forbidUnknownValues: false,
@@ -146,8 +191,10 @@ export function validateOptions<T extends object>(
   // In declaration order, base classes first; fields without a default (redis) lead.
   const order = Object.keys(defaults);
   const seen = new Set<string>();
-  const violations = violationsOf(errors, messages)
-    .filter((v) => !seen.has(`${v.property}\n${v.code}`) && seen.add(`${v.property}\n${v.code}`))
+  const violations = [...violationsOf(errors, messages), ...unknown]
+    .filter(
+      (v) => !seen.has(`${v.property}\n${v.message}`) && seen.add(`${v.property}\n${v.message}`),
+    )
     .toSorted((a, b) => order.indexOf(a.property) - order.indexOf(b.property));
   if (violations.length > 0) throw new BufferLockConfigError(violations);
   readSeconds(dto);

@@ -1,15 +1,25 @@
+/* oxlint-disable unicorn/no-thenable -- thenable factories of every kind are fuzzed below */
 import { Test } from '@nestjs/testing';
 import fc from 'fast-check';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  BufferCache,
   BufferLockConfigError,
   BufferLockModule,
+  Cached,
   ENGLISH_MESSAGES,
   RedisLockService,
+  SingleFlight,
   type BufferLockOptions,
   type RedisLockOptions,
 } from '../../lib/index.js';
+import { BUFFER_LOCK_OPTIONS } from '../../lib/options/buffer-lock.constants.js';
+import { BufferLockOptionsDto } from '../../lib/options/buffer-lock.options.js';
+import { CacheOptionsDto } from '../../lib/options/cache.options.js';
+import { CircuitBreakerOptionsDto } from '../../lib/options/circuit-breaker.options.js';
+import { RedisLockOptionsDto } from '../../lib/options/redis-lock.options.js';
+import { optionNames } from '../../lib/options/validate-options.js';
 import { collectEscapes, settle } from '../support/escapes.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import {
@@ -94,6 +104,7 @@ const LOCK_CODES: Readonly<Record<string, string>> = {
   messages: 'redis_messages_invalid',
   fencing: 'redis_fencing_invalid',
   connectTimeout: 'redis_connect_timeout_invalid',
+  notAnOption: 'option_unknown',
 };
 
 /** How the options object itself is made. */
@@ -108,7 +119,8 @@ const container = fc.constantFrom<Container>(
 
 /**
  * The options object for `fields`, made as `how` says. With 'throwing-getter', the first field is
- * a getter that throws: that option cannot be read, so it counts as broken.
+ * a getter that throws: that option cannot be read, so it counts as broken. An option given as
+ * `undefined` is not given (only `redis` must be); an unknown name is refused.
  */
 function optionsOf(
   fields: Readonly<Record<string, Field>>,
@@ -130,9 +142,12 @@ function optionsOf(
       continue;
     }
     options[name] = value;
-    if (!valid) invalid.add(name);
+    if (!valid && (value !== undefined || name === 'redis')) invalid.add(name);
   }
-  if (how === 'unknown-key') options.notAnOption = 'ignored';
+  if (how === 'unknown-key') {
+    options.notAnOption = 'refused';
+    invalid.add('notAnOption');
+  }
   return { options: how === 'frozen' ? Object.freeze(options) : options, invalid };
 }
 
@@ -330,7 +345,7 @@ describe('options of every type', () => {
         // The lock's wait must stay shorter than its life: the one rule between two options.
         const effective = (name: 'ttl' | 'lockTimeout', fallback: number): number | undefined => {
           const f = fields[name];
-          if (!f) return fallback;
+          if (!f || f.value === undefined) return fallback;
           return f.valid && !invalid.has(name) ? Number(f.value) : undefined;
         };
         const ttl = effective('ttl', 60);
@@ -378,5 +393,220 @@ describe('options of every type', () => {
     );
     await settle();
     expect(escaped).toEqual([]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Option names, undefined, and thenable factories
+
+const silentLogger = { log() {}, warn() {}, error() {} };
+
+/** Where an options object is read: each level with the names it knows. */
+const LEVELS = {
+  module: optionNames(BufferLockOptionsDto),
+  circuitBreaker: optionNames(CircuitBreakerOptionsDto),
+  cacheDefaults: optionNames(CacheOptionsDto),
+  lock: optionNames(RedisLockOptionsDto),
+  getOrSet: optionNames(CacheOptionsDto),
+  cached: optionNames(CacheOptionsDto),
+  singleFlight: new Set(['ttl', 'lockTimeout', 'onBusy', 'share', 'onRedisError', 'maxHold']),
+} as const;
+type Level = keyof typeof LEVELS;
+
+/** A known name of `level` with one slip of the keyboard: a letter dropped, doubled, swapped or added. */
+const typoAt = (level: Level): fc.Arbitrary<string> =>
+  fc
+    .tuple(
+      fc.constantFrom(...LEVELS[level]),
+      fc.nat(),
+      fc.constantFrom('drop', 'double', 'swap', 'add', 'case'),
+      fc.string({ minLength: 1, maxLength: 1 }),
+    )
+    .map(([name, at, slip, letter]) => {
+      const i = at % name.length;
+      switch (slip) {
+        case 'drop':
+          return name.slice(0, i) + name.slice(i + 1);
+        case 'double':
+          return name.slice(0, i) + name[i] + name.slice(i);
+        case 'swap':
+          return name.slice(0, i) + (name[i + 1] ?? '') + name[i] + name.slice(i + 2);
+        case 'case':
+          return name.slice(0, i) + name[i]!.toUpperCase() + name.slice(i + 1);
+        default:
+          return name.slice(0, i) + letter + name.slice(i);
+      }
+    })
+    .filter((name) => name !== '' && name !== '__proto__' && !LEVELS[level].has(name));
+
+/** The config error `run` throws or rejects with, else `undefined`. */
+async function refusalOf(run: () => unknown): Promise<unknown> {
+  try {
+    await run();
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
+
+/** Some of `names`, less `leaveOut`. */
+const some = (names: ReadonlySet<string>, leaveOut: string[] = []): fc.Arbitrary<string[]> =>
+  fc.subarray([...names].filter((name) => !leaveOut.includes(name)));
+/** Each of `names` given as `undefined`. */
+const undefinedOf = (names: string[]): Record<string, undefined> =>
+  Object.fromEntries(names.map((name) => [name, undefined]));
+
+let fuzzLock: RedisLockService;
+let fuzzCache: BufferCache;
+
+describe('option names and undefined at every level', () => {
+  beforeAll(() => {
+    fuzzLock = new RedisLockService({ redis: shared, namespace: 'fuzz:names:' });
+    fuzzCache = new BufferCache({ lock: fuzzLock, options: { logger: silentLogger } });
+  });
+
+  it('a typo of a known name, at any level, is refused with option_unknown naming it', async () => {
+    const level = fc.constantFrom<Level>(...(Object.keys(LEVELS) as Level[]));
+    const typo = level.chain((l) => fc.tuple(fc.constant(l), typoAt(l)));
+    await fc.assert(
+      fc.asyncProperty(typo, async ([where, name]) => {
+        const own = { [name]: 1 };
+        const shown = ['circuitBreaker', 'cacheDefaults'].includes(where)
+          ? `${where}.${name}`
+          : name;
+        const run = (): unknown => {
+          switch (where) {
+            case 'module':
+            case 'circuitBreaker':
+            case 'cacheDefaults': {
+              const options =
+                where === 'module' ? { redis: shared, ...own } : { redis: shared, [where]: own };
+              return Test.createTestingModule({
+                imports: [BufferLockModule.forRoot(options as BufferLockOptions)],
+              }).compile();
+            }
+            case 'lock':
+              return new RedisLockService({ redis: shared, ...own });
+            case 'getOrSet':
+              return fuzzCache.getOrSet(`names:${++serial}`, () => 1, own);
+            case 'cached':
+              return Cached('k', own);
+            case 'singleFlight':
+              return SingleFlight('k', own);
+          }
+        };
+        const error = await refusalOf(run);
+        expect(notCatalogError(error)).toBeUndefined();
+        expect(error).toBeInstanceOf(BufferLockConfigError);
+        const unknown = (error as BufferLockConfigError).violations.filter(
+          (v) => v.code === 'option_unknown',
+        );
+        expect(unknown.map((v) => v.message)).toEqual([
+          `cache_lock ${shown} is not an option here; check its spelling`,
+        ]);
+      }),
+      fuzzParameters(FILE, 100),
+    );
+  });
+
+  it('undefined for any set of known names, at any level, is taken as not given', async () => {
+    const baseline = await Test.createTestingModule({
+      imports: [BufferLockModule.forRoot({ redis: shared, logger: silentLogger })],
+    }).compile();
+    const defaults = baseline.get<Record<string, unknown>>(BUFFER_LOCK_OPTIONS);
+    await baseline.close();
+    await fc.assert(
+      fc.asyncProperty(
+        some(LEVELS.module, ['redis', 'logger']),
+        some(LEVELS.circuitBreaker),
+        some(LEVELS.cacheDefaults),
+        some(LEVELS.getOrSet),
+        some(LEVELS.singleFlight),
+        async (top, breaker, cacheDefaults, perCall, flight) => {
+          const options = {
+            redis: shared,
+            logger: silentLogger,
+            ...undefinedOf(top),
+            ...(top.includes('circuitBreaker') ? {} : { circuitBreaker: undefinedOf(breaker) }),
+            ...(top.includes('cacheDefaults') ? {} : { cacheDefaults: undefinedOf(cacheDefaults) }),
+          };
+          const app = await Test.createTestingModule({
+            imports: [BufferLockModule.forRoot(options as BufferLockOptions)],
+          }).compile();
+          try {
+            const resolved = app.get<Record<string, unknown>>(BUFFER_LOCK_OPTIONS);
+            for (const name of LEVELS.module) {
+              if (name !== 'redis') expect(resolved[name]).toEqual(defaults[name]);
+            }
+            const cache = app.get(BufferCache);
+            const k = `undefined:${++serial}`;
+            expect(await cache.getOrSet(k, () => 'built', undefinedOf(perCall))).toBe('built');
+            expect(await cache.getOrSet(k, () => 'again', undefinedOf(perCall))).toBe('built');
+          } finally {
+            await app.close();
+          }
+          expect(() => Cached('k', undefinedOf(perCall))).not.toThrow();
+          expect(() => SingleFlight('k', undefinedOf(flight))).not.toThrow();
+        },
+      ),
+      fuzzParameters(FILE, 30),
+    );
+  });
+});
+
+type Resolve = (value: unknown) => void;
+/** Thenables that never give a value, of every kind; `then` is added where it is read. */
+const NEVER: Record<string, () => unknown> = {
+  silent: () => ({ then() {} }),
+  function: () => Object.assign(() => {}, { then() {} }),
+  self: () => {
+    const thenable: { then(resolve: Resolve): void } = { then: (resolve) => resolve(thenable) };
+    return thenable;
+  },
+  endless: function endless(): unknown {
+    return { then: (resolve: Resolve) => resolve(endless()) };
+  },
+  'to a pending Promise': () => ({ then: (resolve: Resolve) => resolve(new Promise(() => {})) }),
+  'a Promise of a self thenable after steps': () => ({
+    then: (resolve: Resolve) => resolve(NEVER.self!()),
+  }),
+};
+
+describe('a factory returning a thenable of any kind', () => {
+  it('is bounded by connectTimeout when it never gives a client, and used when it does', async () => {
+    const chain = (steps: number, end: unknown): unknown =>
+      steps === 0 ? end : { then: (resolve: Resolve) => resolve(chain(steps - 1, end)) };
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...Object.keys(NEVER)),
+        fc.integer({ min: 0, max: 4 }),
+        fc.boolean(),
+        fc.constantFrom(0.05, 0.1, 0.2),
+        async (kind, steps, gives, connectTimeout) => {
+          const made = chain(steps, gives ? shared : NEVER[kind]!());
+          const lock = new RedisLockService({
+            redis: (() => made) as never,
+            namespace: 'fuzz:thenable:',
+            connectTimeout,
+          });
+          const outcome = await within(connectTimeout * 1000 + 2000, () =>
+            lock.acquire(`thenable:${++serial}`),
+          );
+          expect(outcome).toMatchObject({ settled: true, ok: true });
+          const [guard, error] = (outcome as { value: [unknown, unknown] }).value as Awaited<
+            ReturnType<RedisLockService['acquire']>
+          >;
+          if (gives) {
+            expect(error).toBeUndefined();
+            expect(await admin.get(guard!.key)).toBe(guard!.token);
+            await lock.release(guard!);
+          } else {
+            expect(guard).toBeUndefined();
+            expect(error?.code).toBe('redis_connect_timeout');
+          }
+        },
+      ),
+      fuzzParameters(FILE, 30),
+    );
   });
 });

@@ -128,7 +128,6 @@ describe('new', () => {
       ['the empty string', ''],
       ['a number', 7],
       ['an array', ['a']],
-      ['explicit undefined', undefined],
       ['null', null],
     ])('%s throws with the exact text and code', (_, namespace) => {
       const error = configErrorOf({ redis: () => server.client(), namespace });
@@ -156,7 +155,6 @@ describe('new', () => {
       ['true', true],
       ['{}', {}],
       ['a bigint', 30n],
-      ['explicit undefined', undefined],
       ['null', null],
     ])('%s throws with the exact text and code', (_, ttl) => {
       const error = configErrorOf({ redis: () => server.client(), ttl });
