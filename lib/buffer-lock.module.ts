@@ -128,7 +128,7 @@ export class BufferLockModule extends ConfigurableModule implements OnApplicatio
   static override forRoot(
     options: Parameters<typeof ConfigurableModule.forRoot>[0],
   ): DynamicModule {
-    return super.forRoot(readableCopy(options) as typeof options);
+    return super.forRoot(readableCopy(options) as unknown as typeof options);
   }
 
   async onApplicationShutdown(): Promise<void> {

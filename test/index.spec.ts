@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import * as api from '../lib/index.js';
+import { ensureBuilt } from './support/built-package.js';
 import { exportedNames } from './support/exported-names.js';
+import { unexportedTypes } from './support/unexported-types.js';
 
 const VALUES = [
   'BufferCache',
@@ -53,5 +55,15 @@ describe('the public API', () => {
       [...VALUES, ...TYPES].toSorted(),
     );
     expect(VALUES.length + TYPES.length).toBeLessThanOrEqual(35);
+  });
+
+  it('its published types name only what an entry point exports: every type a user meets can be imported', () => {
+    ensureBuilt();
+    const entries = [
+      'dist/index.d.ts',
+      'dist/terminus/index.d.ts',
+      'dist/opentelemetry/index.d.ts',
+    ];
+    expect(unexportedTypes(entries)).toEqual({});
   });
 });

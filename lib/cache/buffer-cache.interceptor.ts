@@ -12,9 +12,10 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { lastValueFrom, of, throwError, type Observable } from 'rxjs';
-import { BufferCache, HTTP, LOOKUP, type CacheLookup } from './buffer-cache.service.js';
+import { BufferCache, HTTP, LOOKUP } from './buffer-cache.service.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import type { BufferLockOptions } from '../options/buffer-lock.options.js';
 import { HttpCacheOptionsDto, type BufferCacheOptions } from '../options/cache.options.js';
 import { isPlainObject } from '../options/rules.js';
 import { validateOptions } from '../options/validate-options.js';
@@ -69,6 +70,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
   protected allowedMethods: string[] = ['GET'];
 
   /** This class's own `http` options, over the module's (see `with()`). */
+  /** @internal */
   protected readonly routeOptions: Partial<HttpSettings> = {};
 
   private http?: HttpSettings;
@@ -83,7 +85,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
    * export class NewsController {}
    * ```
    */
-  static with(options: Partial<HttpCacheOptionsDto>): Type<BufferCacheInterceptor> {
+  static with(options: NonNullable<BufferLockOptions['http']>): Type<BufferCacheInterceptor> {
     const messages = new BufferLockMessages();
     if (!isPlainObject(options)) {
       const message = messages.render('http_invalid');
@@ -213,10 +215,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
     return this.allowedMethods.includes(request?.method as string);
   }
 
-  protected setHeadersWhenHttp(
-    context: ExecutionContext,
-    status: CacheLookup<unknown>['status'],
-  ): void {
+  protected setHeadersWhenHttp(context: ExecutionContext, status: 'hit' | 'miss' | 'stale'): void {
     const httpAdapter = this.httpAdapterHost?.httpAdapter;
     if (!httpAdapter || context.getType() !== 'http') return;
     const response: unknown = context.switchToHttp().getResponse();

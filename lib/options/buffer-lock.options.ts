@@ -12,7 +12,7 @@ import {
   CircuitBreakerOptionsDto,
   type CircuitBreakerSettings,
 } from './circuit-breaker.options.js';
-import { safeCatalog } from './redis-lock.options.js';
+import { safeCatalog, type RedisLockOptions } from './redis-lock.options.js';
 import { attempt } from '../messages/error-text.js';
 import {
   given,
@@ -22,7 +22,7 @@ import {
   isPlainObject,
   isRedisUrl,
 } from './rules.js';
-import { SingleFlightOptionsDto } from './single-flight.options.js';
+import { SingleFlightOptionsDto, type SingleFlightOptions } from './single-flight.options.js';
 import {
   isResolved,
   markResolved,
@@ -40,8 +40,64 @@ const isCatalogs = (value: unknown): boolean =>
   value === undefined ||
   (isPlainObject(value) && attempt(() => Object.values(value).every(isCatalog), false));
 
-/** The module's options: the lock's and a flight's (its base classes), then the module's own. */
-export class BufferLockOptionsDto extends SingleFlightOptionsDto {
+/**
+ * The options of `BufferLockModule`: the lock's, a flight's defaults, then the module's own;
+ * seconds are numbers. `redis`: a client (ioredis, iovalkey, node-redis, or anything with
+ * `eval()`), a factory returning one, a `redis://` URL or ioredis options (the module makes and
+ * quits that client), or `'memory://'`.
+ *
+ * @example
+ * ```ts
+ * const options: BufferLockOptions = { redis: process.env.REDIS_URL ?? 'memory://', ttl: 30 };
+ * ```
+ */
+export interface BufferLockOptions extends Omit<RedisLockOptions, 'redis'>, SingleFlightOptions {
+  redis: LockClient | RedisClientFactory | string | RedisOptions;
+  /** The catalog to render texts from, by its name in `catalogs`. Default `'en'`. */
+  locale?: string;
+  /** Extra catalogs by locale; ids a catalog leaves out fall back to English. */
+  catalogs?: Readonly<Record<string, Partial<Record<MessageId, string>>>>;
+  /** Where log lines go. Default `new Logger('BufferLock')`. */
+  logger?: LoggerService;
+  /** Seconds between two log lines with the same message id; the rest are counted. Default 10. */
+  logInterval?: number;
+  /** How results are shared (`share: true`) and cached. Default JSON. */
+  serializer?: ResultSerializer;
+  /** Called when a running method's lock was lost (besides the engine's `'lockLost'` event). */
+  onLockLost?: (event: FlightLockLostEvent) => void;
+  /** Skip Redis for a while after it failed; `false`: never. */
+  circuitBreaker?:
+    | {
+        /** Consecutive Redis failures that open the breaker. Default `5`. */
+        failureThreshold?: number;
+        /** Seconds calls skip Redis once open, before a probe is let through. Default `10`. */
+        openSeconds?: number;
+        /** Calls let through at once while half-open. Default `1`. */
+        probes?: number;
+      }
+    | false;
+  /** A cache-manager `Cache`, a Keyv or any `BufferCacheStore`. Default: the lock's Redis. */
+  cache?: object;
+  /** The prefix of every cache entry's key, in any store (`''` for none). Default `'buffer:cache:'`. */
+  cachePrefix?: string;
+  /** The cache's per-call defaults. */
+  cacheDefaults?: BufferCacheOptions;
+  /** Which HTTP requests `BufferCacheInterceptor` shares, and what its URL keys vary by. */
+  http?: {
+    /** Also cache and coalesce requests with `Authorization` or `Cookie`. Default `false`. */
+    shareAuthorized?: boolean;
+    /** Request headers whose values are part of a URL key (`accept-language`). Default none. */
+    vary?: readonly string[];
+  };
+  /** Put the raw cache key in traces besides its hash; keys may hold user data. Default `false`. */
+  traceKeys?: boolean;
+}
+
+// The module's rules and defaults: the lock's and a flight's (its base classes), then its own.
+export class BufferLockOptionsDto
+  extends SingleFlightOptionsDto
+  implements Omit<BufferLockOptions, 'redis'>
+{
   @Rule(
     'module_redis_invalid',
     (v) =>
@@ -53,81 +109,47 @@ export class BufferLockOptionsDto extends SingleFlightOptionsDto {
   )
   override redis: unknown;
 
-  /** The catalog to render texts from, by its name in `catalogs`. Default `'en'`. */
   @Rule('locale_invalid', isNonEmptyString)
   locale: string = 'en';
 
-  /** Extra catalogs by locale; ids a catalog leaves out fall back to English. */
   @Rule('catalogs_invalid', isCatalogs)
   catalogs?: Readonly<Record<string, Partial<Record<MessageId, string>>>> = undefined;
 
-  /** Where log lines go. Default `new Logger('BufferLock')`. */
   @ValidateIf(given)
   @Rule('logger_invalid', hasMethods('log', 'warn', 'error'))
   logger: LoggerService = new Logger('BufferLock');
 
-  /** Seconds between two log lines with the same message id; the rest are counted. Default 10. */
   @Seconds('log_interval_invalid')
   logInterval: number = 10;
 
-  /** How results are shared (`share: true`) and cached. Default JSON. */
   @ValidateIf(given)
   @Rule('serializer_invalid', hasMethods('serialize', 'deserialize'))
   serializer?: ResultSerializer = undefined;
 
-  /** Called when a running method's lock was lost (besides the engine's `'lockLost'` event). */
   @ValidateIf(given)
   @Rule('on_lock_lost_invalid', (v) => typeof v === 'function')
   onLockLost?: (event: FlightLockLostEvent) => void = undefined;
 
-  /** After `failureThreshold` (5) Redis failures, skip Redis `openSeconds` (10). `false`: none. */
   @ValidateIf((_options, value) => value !== false)
   @Nested(CircuitBreakerOptionsDto, 'circuit_breaker_invalid')
   circuitBreaker: CircuitBreakerSettings = new CircuitBreakerOptionsDto();
 
-  /** A cache-manager `Cache`, a Keyv or any `BufferCacheStore`. Default: the lock's Redis. */
   @ValidateIf(given)
   @Rule('cache_store_invalid', isCacheStore)
   cache?: object = undefined;
 
-  /** The prefix of every cache entry's key, in any store (`''` for none). Default `'buffer:cache:'`. */
   @Rule('cache_prefix_invalid', (v) => typeof v === 'string' && !/[{}]/.test(v))
   cachePrefix: string = 'buffer:cache:';
 
-  /** The cache's per-call defaults: `ttl` 60, `grace` 0, `timeout` 0, `lockTtl`, `lockTimeout`. */
   @Nested(CacheOptionsDto, 'cache_defaults_invalid')
   cacheDefaults: CacheOptionsDto = new CacheOptionsDto();
 
-  /** Which HTTP requests `BufferCacheInterceptor` shares, and the headers its URL keys vary by. */
   @Nested(HttpCacheOptionsDto, 'http_invalid')
   http: HttpCacheOptionsDto = new HttpCacheOptionsDto();
 
-  /** Put the raw cache key in traces besides its hash; keys may hold user data. Default `false`. */
   @Rule('trace_keys_invalid', (v) => typeof v === 'boolean')
   traceKeys: boolean = false;
 }
-
-type ModuleFields = Omit<
-  BufferLockOptionsDto,
-  'redis' | 'circuitBreaker' | 'cacheDefaults' | 'http'
->;
-
-/**
- * The options of `BufferLockModule`; seconds are numbers. `redis`: a
- * client (ioredis, iovalkey, node-redis, or anything with `eval()`), a factory returning one, a
- * `redis://` URL or ioredis options (the module makes and quits that client), or `'memory://'`.
- *
- * @example
- * ```ts
- * const options: BufferLockOptions = { redis: process.env.REDIS_URL ?? 'memory://', ttl: 30 };
- * ```
- */
-export type BufferLockOptions = Partial<ModuleFields> & {
-  redis: LockClient | RedisClientFactory | string | RedisOptions;
-  circuitBreaker?: Partial<CircuitBreakerOptionsDto> | false;
-  cacheDefaults?: BufferCacheOptions;
-  http?: Partial<HttpCacheOptionsDto>;
-};
 
 export type RedisConnection = BufferLockOptions['redis'];
 
@@ -141,12 +163,34 @@ export type RedisConnection = BufferLockOptions['redis'];
  * ```
  */
 export type ResolvedBufferLockOptions = Readonly<
-  ModuleFields & {
-    redis: LockClient | RedisClientFactory;
-    circuitBreaker: CircuitBreakerSettings;
-    cacheDefaults: Readonly<CacheOptionsDto>;
-    http: Readonly<HttpCacheOptionsDto>;
-  }
+  Required<
+    Omit<
+      BufferLockOptions,
+      | 'catalogs'
+      | 'messages'
+      | 'serializer'
+      | 'onLockLost'
+      | 'cache'
+      | 'maxHold'
+      | 'redis'
+      | 'circuitBreaker'
+      | 'cacheDefaults'
+      | 'http'
+    >
+  > &
+    // Those with no default stay optional.
+    Pick<
+      BufferLockOptions,
+      'catalogs' | 'messages' | 'serializer' | 'onLockLost' | 'cache' | 'maxHold'
+    > & {
+      redis: LockClient | RedisClientFactory;
+      circuitBreaker: Readonly<Required<Exclude<BufferLockOptions['circuitBreaker'], undefined>>>;
+      cacheDefaults: Readonly<
+        Required<Omit<BufferCacheOptions, 'lockTtl' | 'lockTimeout'>> &
+          Pick<BufferCacheOptions, 'lockTtl' | 'lockTimeout'>
+      >;
+      http: Readonly<Required<NonNullable<BufferLockOptions['http']>>>;
+    }
 >;
 
 type ValidatedOptions = Omit<ResolvedBufferLockOptions, 'redis'> & {

@@ -23,48 +23,53 @@ const isMessageCatalog = (value: unknown): boolean =>
       false,
     ));
 
-/** The lock's options: for each its type, default, rule and the message id it is refused with. */
-export class RedisLockOptionsDto {
-  @Rule(
-    'redis_client_invalid',
-    (v) => isScriptClient(v) || typeof v === 'function' || isMemoryUrl(v),
-  )
-  redis: unknown;
-
-  /** The prefix of every Redis key. Non-empty; keep it ASCII. Default `'buffer:lock:'`. */
-  @Rule('redis_namespace_invalid', (v) => typeof v === 'string' && v.length > 0)
-  namespace: string = 'buffer:lock:';
-
-  /** Seconds a lock lives in Redis. Default `60`. */
-  @Seconds('redis_ttl_invalid', { timed: true })
-  ttl: number = 60;
-
-  /** Message overrides by message id. */
-  @Rule('redis_messages_invalid', isMessageCatalog)
-  messages?: Partial<Record<MessageId, string>> = undefined;
-
-  /** Number every acquire of a key with a strictly increasing `guard.fence`. Default `false`. */
-  @Rule('redis_fencing_invalid', (v) => typeof v === 'boolean')
-  fencing: boolean = false;
-
-  /** Seconds a factory may take to give the client; the next call asks again. Default `10`. */
-  @Seconds('redis_connect_timeout_invalid', { timed: true })
-  connectTimeout: number = 10;
-}
-
 /**
- * The options of `RedisLockService`; seconds are numbers. `redis`: a
- * client (ioredis, iovalkey, node-redis, or anything with `eval()`), better a factory returning
- * one, or `'memory://'` (`'memory://NAME'` to share a keyspace in this process): no Redis.
+ * The options of `RedisLockService`; seconds are numbers. `redis`: a client (ioredis, iovalkey,
+ * node-redis, or anything with `eval()`), better a factory returning one, or `'memory://'`
+ * (`'memory://NAME'` to share a keyspace in this process): no Redis.
  *
  * @example
  * ```ts
  * const options: RedisLockOptions = { redis: () => new Redis(process.env.REDIS_URL!), ttl: 30 };
  * ```
  */
-export type RedisLockOptions = Partial<Omit<RedisLockOptionsDto, 'redis'>> & {
+export interface RedisLockOptions {
   redis: LockClient | RedisClientFactory | `memory://${string}`;
-};
+  /** The prefix of every Redis key. Non-empty; keep it ASCII. Default `'buffer:lock:'`. */
+  namespace?: string;
+  /** Seconds a lock lives in Redis. Default `60`. */
+  ttl?: number;
+  /** Message overrides by message id. */
+  messages?: Partial<Record<MessageId, string>>;
+  /** Number every acquire of a key with a strictly increasing `guard.fence`. Default `false`. */
+  fencing?: boolean;
+  /** Seconds a factory may take to give the client; the next call asks again. Default `10`. */
+  connectTimeout?: number;
+}
+
+// The rules and defaults of `RedisLockOptions`, each refused with its own message id.
+export class RedisLockOptionsDto implements Omit<RedisLockOptions, 'redis'> {
+  @Rule(
+    'redis_client_invalid',
+    (v) => isScriptClient(v) || typeof v === 'function' || isMemoryUrl(v),
+  )
+  redis: unknown;
+
+  @Rule('redis_namespace_invalid', (v) => typeof v === 'string' && v.length > 0)
+  namespace: string = 'buffer:lock:';
+
+  @Seconds('redis_ttl_invalid', { timed: true })
+  ttl: number = 60;
+
+  @Rule('redis_messages_invalid', isMessageCatalog)
+  messages?: Partial<Record<MessageId, string>> = undefined;
+
+  @Rule('redis_fencing_invalid', (v) => typeof v === 'boolean')
+  fencing: boolean = false;
+
+  @Seconds('redis_connect_timeout_invalid', { timed: true })
+  connectTimeout: number = 10;
+}
 
 export type ResolvedLockOptions = Readonly<RedisLockOptions & Omit<RedisLockOptionsDto, 'redis'>>;
 

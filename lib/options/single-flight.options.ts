@@ -15,34 +15,6 @@ const isShorterThanTtl = (value: unknown, options: Record<string, unknown>): boo
   return lockTimeout === undefined || ttl === undefined || lockTimeout < ttl;
 };
 
-/** The lock's options plus those of a flight; a call may set `ttl` and these for itself. */
-export class SingleFlightOptionsDto extends RedisLockOptionsDto {
-  /** Seconds a caller waits for the holder. Below `ttl`. Default `10`. */
-  @Seconds('lock_timeout_invalid', { timed: true })
-  @Rule('lock_timeout_not_below_ttl', isShorterThanTtl)
-  lockTimeout: number = 10;
-
-  /** When another worker holds the lock: wait (up to `lockTimeout`), skip, or throw (409). */
-  @IsIn(ON_BUSY_MODES, { message: 'on_busy_invalid' })
-  onBusy: (typeof ON_BUSY_MODES)[number] = 'wait';
-
-  /** Share the leader's result with other processes' waiters (not for `@Res()`). Default `false`. */
-  @Rule('share_invalid', (v) => typeof v === 'boolean')
-  share: boolean = false;
-
-  /** When Redis cannot be asked: proceed without the lock (logged), or throw (503). */
-  @IsIn(ON_REDIS_ERROR_MODES, { message: 'on_redis_error_invalid' })
-  onRedisError: (typeof ON_REDIS_ERROR_MODES)[number] = 'proceed';
-
-  /** Seconds the watchdog may keep extending the lock (every ttl/3) in all. Default: no cap. */
-  @ValidateIf(given)
-  @Seconds('max_hold_invalid', { timed: true })
-  maxHold?: number = undefined;
-}
-
-const PER_CALL = ['ttl', 'lockTimeout', 'onBusy', 'share', 'onRedisError', 'maxHold'] as const;
-const PER_CALL_NAMES: ReadonlySet<string> = new Set(PER_CALL);
-
 /**
  * The options of one `@SingleFlight` method or `SingleFlightEngine.run`; each one left out takes
  * the module's value.
@@ -52,7 +24,43 @@ const PER_CALL_NAMES: ReadonlySet<string> = new Set(PER_CALL);
  * const options: SingleFlightOptions = { ttl: 120, lockTimeout: 30, onBusy: 'throw' };
  * ```
  */
-export type SingleFlightOptions = Partial<Pick<SingleFlightOptionsDto, (typeof PER_CALL)[number]>>;
+export interface SingleFlightOptions {
+  /** Seconds the lock lives in Redis, extended every ttl/3 while the method runs. */
+  ttl?: number;
+  /** Seconds a caller waits for the holder. Below `ttl`. Default `10`. */
+  lockTimeout?: number;
+  /** When another worker holds the lock: wait (up to `lockTimeout`), skip, or throw (409). */
+  onBusy?: 'wait' | 'skip' | 'throw';
+  /** Share the leader's result with other processes' waiters (not for `@Res()`). Default `false`. */
+  share?: boolean;
+  /** When Redis cannot be asked: proceed without the lock (logged), or throw (503). */
+  onRedisError?: 'proceed' | 'throw';
+  /** Seconds the watchdog may keep extending the lock (every ttl/3) in all. Default: no cap. */
+  maxHold?: number;
+}
+
+// The lock's rules and defaults plus a flight's; a call may set `ttl` and these for itself.
+export class SingleFlightOptionsDto extends RedisLockOptionsDto implements SingleFlightOptions {
+  @Seconds('lock_timeout_invalid', { timed: true })
+  @Rule('lock_timeout_not_below_ttl', isShorterThanTtl)
+  lockTimeout: number = 10;
+
+  @IsIn(ON_BUSY_MODES, { message: 'on_busy_invalid' })
+  onBusy: (typeof ON_BUSY_MODES)[number] = 'wait';
+
+  @Rule('share_invalid', (v) => typeof v === 'boolean')
+  share: boolean = false;
+
+  @IsIn(ON_REDIS_ERROR_MODES, { message: 'on_redis_error_invalid' })
+  onRedisError: (typeof ON_REDIS_ERROR_MODES)[number] = 'proceed';
+
+  @ValidateIf(given)
+  @Seconds('max_hold_invalid', { timed: true })
+  maxHold?: number = undefined;
+}
+
+const PER_CALL = ['ttl', 'lockTimeout', 'onBusy', 'share', 'onRedisError', 'maxHold'] as const;
+const PER_CALL_NAMES: ReadonlySet<string> = new Set(PER_CALL);
 
 /** A call's own options over the module's. */
 export type SingleFlightSettings = Readonly<Required<Omit<SingleFlightOptions, 'maxHold'>>> &
