@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import type { RedisOptions } from 'ioredis';
 import { memoryClient } from './memory/memory-client.js';
 import { isMemoryUrl } from './memory/memory-url.js';
@@ -9,7 +9,8 @@ import {
   type LockClient,
   type RedisClientFactory,
 } from './redis/client.js';
-import { connectFailFast } from './redis/client-defaults.js';
+import { connectTelling } from './redis/client-defaults.js';
+import { BufferLockMessages } from './messages/buffer-lock-messages.js';
 import { closeNodeRedis } from './redis/node-redis-client.js';
 
 interface Closable {
@@ -28,12 +29,16 @@ const QUIT_TIMEOUT_MS = 1000;
 export class BufferLockClients {
   private readonly made = new Set<LockClient>();
 
+  constructor(@Inject(BufferLockMessages) private readonly messages: BufferLockMessages) {}
+
   factoryFor(connection: RedisConnection): LockClient | RedisClientFactory {
     if (typeof connection === 'function') return this.tracked(connection);
     if (isMemoryUrl(connection)) return this.tracked(() => memoryClient(connection));
     if (typeof connection === 'string' || !isScriptClient(connection)) {
       // A failed connect is retried on the next call.
-      return this.tracked(() => connectFailFast(connection as string | RedisOptions));
+      return this.tracked(() =>
+        connectTelling(connection as string | RedisOptions, {}, this.messages),
+      );
     }
     return connection;
   }

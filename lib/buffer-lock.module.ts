@@ -1,7 +1,9 @@
 import {
+  Inject,
   Module,
   type ConfigurableModuleCls,
   type DynamicModule,
+  type OnApplicationBootstrap,
   type OnApplicationShutdown,
   type Provider,
 } from '@nestjs/common';
@@ -14,6 +16,7 @@ import {
 } from './buffer-lock.module-definition.js';
 import { announceMemoryBackend, isMemoryUrl } from './memory/memory-url.js';
 import { BufferLockMessages } from './messages/buffer-lock-messages.js';
+import { errorText } from './messages/error-text.js';
 import {
   messageSettingsOf,
   resolveBufferLockOptions,
@@ -22,6 +25,7 @@ import {
 } from './options/buffer-lock.options.js';
 import { RedisLockService } from './lock/redis-lock.service.js';
 import { markResolved, readableCopy } from './options/validate-options.js';
+import { ping } from './redis/plain-commands.js';
 import { SingleFlightEngine } from './single-flight/single-flight.engine.js';
 
 const providers: Provider[] = [
@@ -115,13 +119,37 @@ const ConfigurableModule: ConfigurableModuleCls<
     BufferCache,
   ],
 })
-export class BufferLockModule extends ConfigurableModule implements OnApplicationShutdown {
+export class BufferLockModule
+  extends ConfigurableModule
+  implements OnApplicationBootstrap, OnApplicationShutdown
+{
   /** @internal */
   constructor(
     private readonly clients: BufferLockClients,
     private readonly engine: SingleFlightEngine,
+    private readonly lock: RedisLockService,
+    private readonly messages: BufferLockMessages,
+    @Inject(BUFFER_LOCK_OPTIONS) private readonly options: ResolvedBufferLockOptions,
   ) {
     super();
+  }
+
+  // Redis is first asked at startup, for at most connectTimeout: one that cannot be reached is
+  // said once, with why, and the app boots all the same.
+  async onApplicationBootstrap(): Promise<void> {
+    const { connectTimeout, logger } = this.options;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      const error = new Error(this.messages.render('redis_timed_out'));
+      timer = setTimeout(() => reject(error), connectTimeout * 1000);
+    });
+    try {
+      await Promise.race([this.lock.getClient().then(ping), late]);
+    } catch (error) {
+      logger.warn(this.messages.render('redis_unreachable_at_boot', { ERROR: errorText(error) }));
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   // Read once, here: an option whose getter throws is reported by validation, not thrown here.

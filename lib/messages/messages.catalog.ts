@@ -25,6 +25,13 @@ export const ENGLISH_MESSAGES = {
   redis_connect_timeout: 'Redis client factory gave no client within SECONDS s',
   redis_client_missing:
     'ioredis is not installed: install ioredis to connect by a redis:// URL or ioredis options, or pass a client (ioredis, iovalkey, node-redis) or a factory returning one',
+  redis_unreachable: 'Redis at WHERE could not be reached: WHY',
+  redis_refused: 'the connection was refused',
+  redis_auth_failed: 'authentication failed; check the password and the user',
+  redis_timed_out: 'it did not answer in time',
+  redis_host_unknown: 'its host name is not known',
+  redis_unreachable_at_boot:
+    'Redis could not be reached at startup: ERROR. Calls go on as onRedisError says until it answers',
   redis_invalid_guard: 'invalid lock guard',
   redis_unlock_failed: 'Redis unlock failed: ERROR',
   redis_extend_failed: 'Redis lock extend failed: ERROR',

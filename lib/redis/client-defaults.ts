@@ -1,6 +1,8 @@
 import type { Redis, RedisOptions } from 'ioredis';
 import { LockError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import { errorText } from '../messages/error-text.js';
+import type { MessageId } from '../messages/messages.catalog.js';
 
 // ioredis is an optional peer, needed only to build a client from a URL or ioredis options.
 async function loadIoredis(): Promise<typeof Redis> {
@@ -35,17 +37,27 @@ export const FAIL_FAST_CLIENT_DEFAULTS = Object.freeze({
 
 /**
  * A connected fail-fast client: FAIL_FAST_CLIENT_DEFAULTS under your options, resolved once ready
- * (no offline queue). Rejects, leaving nothing reconnecting, when Redis cannot be reached, and
- * with `redis_client_missing` when ioredis is not installed. Passwords never reach error texts.
+ * (no offline queue). Rejects, leaving nothing reconnecting, when Redis cannot be reached (with
+ * `redis_unreachable`, saying where and why: refused, authentication, no answer, unknown host),
+ * and with `redis_client_missing` when ioredis is not installed. Passwords never reach errors.
  *
  * @example
  * ```ts
  * new RedisLockService({ redis: () => connectFailFast(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379') });
  * ```
  */
-export async function connectFailFast(
+export function connectFailFast(
   url: string | RedisOptions,
   options: RedisOptions = {},
+): Promise<Redis> {
+  return connectTelling(url, options, new BufferLockMessages());
+}
+
+/** `connectFailFast`, with its failure told in `messages`. */
+export async function connectTelling(
+  url: string | RedisOptions,
+  options: RedisOptions,
+  messages: BufferLockMessages,
 ): Promise<Redis> {
   const settings: RedisOptions = {
     ...FAIL_FAST_CLIENT_DEFAULTS,
@@ -54,13 +66,31 @@ export async function connectFailFast(
   };
   const Client = await loadIoredis();
   const client = typeof url === 'string' ? new Client(url, settings) : new Client(settings);
-  // Errors reach callers as rejected commands; without a listener ioredis prints every retry.
-  client.on('error', () => {});
+  // Errors reach callers as rejected commands; without a listener ioredis prints every retry. The
+  // last one says why a connect failed, where connect() says only "Connection is closed.".
+  let last: unknown;
+  client.on('error', (error: unknown) => (last = error));
   try {
     await client.connect();
     return client;
   } catch (error) {
     client.disconnect();
-    throw error;
+    const { host, port, path } = client.options;
+    const why = whyOf(last ?? error);
+    const text = messages.render('redis_unreachable', {
+      WHERE: path ?? `${host}:${port}`,
+      WHY: why ? messages.render(why) : errorText(last ?? error),
+    });
+    throw new LockError('redis_unreachable', text, { cause: last ?? error });
   }
+}
+
+function whyOf(error: unknown): MessageId | undefined {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  const text = String(message);
+  if (code === 'ECONNREFUSED') return 'redis_refused';
+  if (/^(WRONGPASS|NOAUTH)|invalid password/i.test(text)) return 'redis_auth_failed';
+  if (code === 'ETIMEDOUT' || /ETIMEDOUT|timed out/i.test(text)) return 'redis_timed_out';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'redis_host_unknown';
+  return undefined;
 }
