@@ -139,10 +139,10 @@ export class BufferLockModule
   async onApplicationBootstrap(): Promise<void> {
     const { connectTimeout, logger } = this.options;
     let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      const error = new Error(this.messages.render('redis_timed_out'));
-      timer = setTimeout(() => reject(error), connectTimeout * 1000);
-    });
+    const error = new Error(this.messages.render('redis_timed_out'));
+    const late = new Promise<never>(
+      (_, reject) => (timer = setTimeout(reject, connectTimeout * 1000, error)),
+    );
     try {
       await Promise.race([this.lock.getClient().then(ping), late]);
     } catch (error) {

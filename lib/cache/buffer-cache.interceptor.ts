@@ -69,8 +69,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
 
   protected allowedMethods: string[] = ['GET'];
 
-  /** This class's own `http` options, over the module's (see `with()`). */
-  /** @internal */
+  /** @internal This class's own `http` options, over the module's (see `with()`). */
   protected readonly routeOptions: Partial<HttpSettings> = {};
 
   private http?: HttpSettings;

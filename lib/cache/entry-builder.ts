@@ -28,7 +28,6 @@ export interface EntryBuilderParts extends CacheParts {
 }
 
 const MAX_BACKOFF_MS = 30_000;
-/** How often the passed back-offs are swept out while there are any. */
 const SWEEP_MS = 5000;
 
 const backoffMs = (failures: number): number =>

@@ -28,12 +28,8 @@ export const ownGuard = (
   const guard = readGuard(value);
   if (!guard) return undefined;
   const { key } = guard;
-  if (hashed) {
-    return key.startsWith(namespace) && MD5_HEX.test(key.slice(namespace.length))
-      ? guard
-      : undefined;
-  }
-  if (isDerivedKey(key)) return undefined;
+  const made = key.startsWith(namespace) && MD5_HEX.test(key.slice(namespace.length));
+  if (hashed || isDerivedKey(key)) return made ? guard : undefined;
   if (key.startsWith(namespace)) return guard;
   if (!key.startsWith('{')) return undefined;
   if (key.startsWith(namespace, 1)) return guard;

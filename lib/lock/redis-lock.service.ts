@@ -32,8 +32,7 @@ import { UnsentReleases } from './unsent-releases.js';
 const isFence = (answer: unknown): answer is number =>
   typeof answer === 'number' && Number.isSafeInteger(answer) && answer > 0;
 
-// A byte no UTF-8 text contains: it keeps keys with lone surrogates (no UTF-8 form, which UTF-8
-// would turn into U+FFFD and so share one lock) apart from every well-formed key.
+// No UTF-8 has this byte: keys with lone surrogates (U+FFFD in UTF-8) stay apart from all others.
 const NOT_UTF8 = Buffer.from([0xff]);
 
 function hashedKey(namespace: string, cacheKey: string): string {
@@ -63,8 +62,7 @@ function createToken(): string {
   return tokenText.slice(tokenOffset - TOKEN_CHARS, tokenOffset);
 }
 
-// The library's own callers acquire by a Redis key they derived already, and release with a
-// write of one key in the lock's slot; neither is public API.
+// The library's own: acquire by a derived Redis key, release with a write in the lock's slot.
 export const ACQUIRE_KEY: unique symbol = Symbol('acquireKey');
 export const RELEASE_WRITING: unique symbol = Symbol('releaseWriting');
 
@@ -193,10 +191,8 @@ export class RedisLockService {
       const take = this.options.fencing ? acquireFencedLock : acquireLock;
       answer = await take(client, guard.key, guard.token, ttlMs);
     } catch (error) {
-      // A timed-out script may still run: a paused or slow server reads it from its socket later.
-      // A release of this call's own token, sent right behind it, lets go of a lock taken that
-      // late (never another holder's). One that cannot go out after an acquire that did (the
-      // connection broke since) goes ahead of the next acquire once the connection is back.
+      // A timed-out script may still run later: a release of this call's own token, sent behind
+      // it (or before the next acquire, once the connection is back), lets go of such a lock.
       releaseLock(client, guard.key, guard.token).catch(() => {
         if (wentOut && !unsent.connected) unsent.add(guard, ttlMs);
       });

@@ -1,10 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 
-/**
- * `memory://` (a keyspace of its own per client) or `memory://NAME` (the process's one of that
- * name), optionally `?maxKeys=N`.
- */
+// `memory://` (a keyspace per client) or `memory://NAME` (the process's one), maybe `?maxKeys=N`.
 export type MemoryUrl = `memory://${string}`;
 
 const MEMORY_URL = /^memory:\/\/([A-Za-z0-9._-]*)(?:\?maxKeys=([1-9]\d{0,8}))?$/;

@@ -17,17 +17,8 @@ async function loadIoredis(): Promise<typeof Redis> {
   }
 }
 
-/**
- * The ioredis settings of the clients the module builds: fail fast when Redis is in trouble. Give
- * a client of your own the same to get the same bounded latency. `enableAutoPipelining` stays off:
- * it defers even a lone command to the next turn, and the lock batches under load by itself.
- *
- * @example
- * ```ts
- * const redis = new Redis(process.env.REDIS_URL!, { ...FAIL_FAST_CLIENT_DEFAULTS, lazyConnect: true });
- * await redis.connect(); // with no offline queue, wait for "ready" before the first command
- * ```
- */
+// Fail fast when Redis is in trouble. No `enableAutoPipelining`: it defers even a lone command to
+// the next turn, and the lock batches under load by itself.
 export const FAIL_FAST_CLIENT_DEFAULTS = Object.freeze({
   commandTimeout: 1000, // a paused or partitioned Redis answers nothing (default: none)
   maxRetriesPerRequest: 1, // not re-sent through 20 reconnects (minutes)
