@@ -265,3 +265,44 @@ export const anyKey: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 1, arbitrary: fc.constant('\uD83D'.repeat(512 * 1024)) },
   { weight: 2, arbitrary: anyValue },
 );
+
+/** The characters a key may use to forge or break a log line. */
+export const LOG_BREAKERS = [
+  '\n',
+  '\r',
+  '\t',
+  '\u001b',
+  '\u2028',
+  '\u2029',
+  '\0',
+  '\u0007',
+  '\u0085',
+];
+
+/**
+ * Keys that try to forge log lines: text with line breaks, ESC, U+2028/2029, NUL and other
+ * control characters among it, and huge keys (up to 1 MB) of text or of control characters.
+ */
+export const logForgingKey: fc.Arbitrary<string> = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc
+      .array(
+        fc.oneof(fc.constantFrom(...LOG_BREAKERS), fc.string({ minLength: 1, maxLength: 12 })),
+        {
+          minLength: 1,
+          maxLength: 16,
+        },
+      )
+      .map((parts) => parts.join('')),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(
+        fc.constantFrom('x', '\n', '\u001b[31m', '\u2028', '\0', 'a\r\n[Nest] 1 LOG forged '),
+        fc.integer({ min: 201, max: 1024 * 1024 }),
+      )
+      .map(([fill, length]) => fill.repeat(Math.ceil(length / fill.length)).slice(0, length)),
+  },
+);
