@@ -1,4 +1,4 @@
-import { isDerivedKey } from '../redis/keys.js';
+import { isSlotKey } from '../redis/keys.js';
 import type { LockGuard } from './lock-results.js';
 
 /** The key and token of `value`, each read once; `undefined` for no guard or a throwing getter. */
@@ -18,7 +18,7 @@ const MD5_HEX = /^[0-9a-f]{32}$/;
  * A guard for a lock key the service makes. With the built-in `key()`, exactly the namespace and
  * an MD5 (so not `shop2…` for `shop`, nor a derived or cache key); with an overridden one, a key
  * in `namespace` (at its start, or in or after a leading hash tag: `{ns…}…`, `{tag}ns…`) that is
- * no lock's fence or result. A forged guard is refused before Redis is asked.
+ * no lock's fence, result or cache entry. A forged guard is refused before Redis is asked.
  */
 export const ownGuard = (
   value: unknown,
@@ -29,7 +29,7 @@ export const ownGuard = (
   if (!guard) return undefined;
   const { key } = guard;
   const made = key.startsWith(namespace) && MD5_HEX.test(key.slice(namespace.length));
-  if (hashed || isDerivedKey(key)) return made ? guard : undefined;
+  if (hashed || isSlotKey(key)) return made ? guard : undefined;
   if (key.startsWith(namespace)) return guard;
   if (!key.startsWith('{')) return undefined;
   if (key.startsWith(namespace, 1)) return guard;

@@ -64,14 +64,14 @@ function slotPrefix(lockKey: string): string {
 export const derivedKey = (lockKey: string, role: LockKeyRole): string =>
   `${slotPrefix(lockKey)}:${role}`;
 
-/** Whether `key` is some lock key's fence or result (`{T}:role` or `{T}` + lock key + `:role`). */
-export function isDerivedKey(key: string): boolean {
-  for (const role of ['result', 'fence'] as const) {
-    if (!key.startsWith('{') || !key.endsWith(`:${role}`)) continue;
-    const body = key.slice(0, -role.length - 1);
-    const close = body.indexOf('}');
-    for (const lockKey of [body.slice(1, close), body.slice(close + 1)]) {
-      if (close > 0 && lockKey !== '' && derivedKey(lockKey, role) === key) return true;
+/** Whether `key` ends in some lock key's slot prefix, maybe with a role: a derived or cache key. */
+export function isSlotKey(key: string): boolean {
+  const body = key.replace(/:(result|fence)$/, '');
+  for (let open = body.indexOf('{'); open >= 0; open = body.indexOf('{', open + 1)) {
+    const rest = body.slice(open);
+    const close = rest.indexOf('}');
+    for (const lockKey of [rest.slice(1, close), rest.slice(close + 1)]) {
+      if (close > 1 && lockKey !== '' && slotPrefix(lockKey) === rest) return true;
     }
   }
   return false;

@@ -85,6 +85,23 @@ describe('a forged guard for a cache entry', () => {
   });
 });
 
+describe('a forged guard for a cache entry of a hash-tag subclass', () => {
+  it("with cachePrefix '' the entry's own text as token neither extends nor deletes it", async () => {
+    const lock = new RawKeyLock({ redis: server.client(), namespace: 'forge:tagged:' });
+    const cache = new BufferCache({ lock, options: { logger: silent, cachePrefix: '' } });
+    await cache.set('page', { ok: true }, { ttl: 60 });
+    const entry = slotKey(lock.redisKey('page'), '');
+    const guard = { key: entry, token: (await admin.get(entry))! };
+    const pttl = await admin.pttl(entry);
+    const [extended, extendError] = await lock.extend(guard, 99_999);
+    expect([extended, extendError?.code]).toEqual([false, 'redis_invalid_guard']);
+    const [released, releaseError] = await lock.release(guard);
+    expect([released, releaseError?.code]).toEqual([false, 'redis_invalid_guard']);
+    expect(await admin.pttl(entry)).toBeLessThanOrEqual(pttl);
+    expect(await cache.get('page')).toEqual({ ok: true });
+  });
+});
+
 describe('a guard of another namespace that starts with this one', () => {
   it("service 'shop' cannot release or extend a lock of service 'shop2'", async () => {
     const shop = new RedisLockService({ redis: server.client(), namespace: 'shop' });
