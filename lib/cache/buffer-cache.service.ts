@@ -17,7 +17,7 @@ import { ThrottledLog } from '../single-flight/throttled-log.js';
 import { cacheChannel, nowMs, traced, type CacheTrace } from '../telemetry/channels.js';
 import type { BufferCacheEvents } from '../types/events.js';
 import { EntryBuilder, type Built } from './entry-builder.js';
-import { EntryStore } from './entry-store.js';
+import { EntryStore, type CacheEntry } from './entry-store.js';
 
 /** One lookup's value and how it was had (the interceptor's `X-Cache`). */
 export interface CacheLookup<T> {
@@ -157,6 +157,9 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     if (entry && now < entry.freshUntil) {
       trace.role = 'hit';
       this.emit('hit', key);
+      if (settings.earlyRefresh !== false && this.early(entry, now, settings)) {
+        void this.builder.refresh(key, lockKey, factory, settings, entry.freshUntil);
+      }
       return { value: entry.value as Awaited<T>, status: 'hit' };
     }
     if (entry && now < entry.staleUntil) {
@@ -180,6 +183,13 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       this.builder.build(key, lockKey, factory, settings, 'wait', trace),
     );
     return { value: built!.value as Awaited<T>, status: 'miss' };
+  }
+
+  // XFetch (Vattani et al., PVLDB 2015), bounded to the last half of `ttl`: at most ~2 builds a ttl.
+  private early(entry: CacheEntry, now: number, settings: CacheSettings): boolean {
+    const left = entry.freshUntil - now;
+    const beta = settings.earlyRefresh === true ? 1 : Number(settings.earlyRefresh);
+    return left < settings.ttl * 500 && -entry.deltaMs * beta * Math.log(Math.random()) >= left;
   }
 
   /** A call's options over the defaults, validated once per set of values. */
@@ -216,7 +226,7 @@ function idOf(options: BufferCacheOptions): string | undefined {
     const value: unknown = options[name as keyof BufferCacheOptions];
     if (value === undefined) continue;
     if (!OPTION_NAMES.has(name)) return undefined;
-    if (typeof value === 'number') id += `${name}:${value}|`;
+    if (typeof value === 'number' || typeof value === 'boolean') id += `${name}:${value}|`;
     else if (typeof value === 'string') id += `${name}:${JSON.stringify(value)}|`;
     else return undefined;
   }

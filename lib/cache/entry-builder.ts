@@ -52,7 +52,8 @@ export class EntryBuilder {
     return this.parts.options.traceKeys ? { keyHash, key, role } : { keyHash, role };
   }
 
-  /** `failed`: what a failed build does with the lock it held (the refresh's back-off). */
+  // `failed`: a failed build's use of its lock (the back-off); `seen`: the `freshUntil` an early
+  // refresh saw, so that only a newer entry skips the build.
   async build(
     key: string,
     lockKey: string,
@@ -61,6 +62,7 @@ export class EntryBuilder {
     onBusy: 'wait' | 'skip',
     trace: CacheTrace,
     failed?: (guard: LockGuard) => Promise<void>,
+    seen?: number,
   ): Promise<Built | undefined> {
     const { engine, entries, now, events, options, messages } = this.parts;
     const { hardTimeout } = settings;
@@ -68,14 +70,16 @@ export class EntryBuilder {
     // Read again under the lock: another worker may have just written the entry.
     const fresh = async (): Promise<{ value: Built } | undefined> => {
       const entry = await entries.read(key, lockKey);
-      return entry && now() < entry.freshUntil
+      return entry && now() < entry.freshUntil && entry.freshUntil > (seen ?? 0)
         ? { value: { value: entry.value, built: false } }
         : undefined;
     };
     const work = async (): Promise<Built> => {
       const found = await fresh();
       if (found) return found.value;
-      const text = entries.encode(key, await bounded(factory()), settings);
+      const started = now();
+      const value = await bounded(factory());
+      const text = entries.encode(key, value, settings, now() - started);
       // Without the lock no release follows: the entry is written here.
       if (currentFlight()?.locked) payload = text;
       else await entries.write(key, lockKey, text, settings);
@@ -129,6 +133,7 @@ export class EntryBuilder {
     lockKey: string,
     factory: () => unknown,
     settings: CacheSettings,
+    seen?: number,
   ): Promise<Built | undefined> {
     const running = this.refreshes.get(lockKey);
     if (running) return running;
@@ -138,7 +143,7 @@ export class EntryBuilder {
     const hold = (guard: LockGuard): Promise<void> => this.holdAfterFailure(guard, lockKey);
     const trace = this.traceOf(key, lockKey, 'refresh');
     const refresh = traced(cacheChannel, trace, async () => {
-      const built = await this.build(key, lockKey, factory, settings, 'skip', trace, hold);
+      const built = await this.build(key, lockKey, factory, settings, 'skip', trace, hold, seen);
       if (built === undefined) trace.outcome = 'skipped';
       return built;
     }).then(

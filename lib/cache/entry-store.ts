@@ -20,6 +20,8 @@ export interface CacheEntry {
   readonly value: unknown;
   readonly freshUntil: number;
   readonly staleUntil: number;
+  /** How long its build took, for `earlyRefresh`; `0` for a `set()`. */
+  readonly deltaMs: number;
 }
 
 /** What the cache's parts share. */
@@ -77,8 +79,8 @@ export class EntryStore {
     }
   }
 
-  // `freshUntil:staleUntil:payload`: the serializer sees the user's value alone.
-  encode(key: string, value: unknown, settings: CacheSettings): string {
+  // `freshUntil:staleUntil:deltaMs:payload`: the serializer sees the user's value alone.
+  encode(key: string, value: unknown, settings: CacheSettings, deltaMs = 0): string {
     const { messages, now } = this.parts;
     let payload: string;
     try {
@@ -103,7 +105,7 @@ export class EntryStore {
       throw new LockError('cache_value_too_large', text);
     }
     const freshUntil = now() + toMilliseconds(settings.ttl);
-    return `${freshUntil}:${freshUntil + settings.grace * 1000}:${payload}`;
+    return `${freshUntil}:${freshUntil + settings.grace * 1000}:${deltaMs}:${payload}`;
   }
 
   async write(key: string, lockKey: string, text: string, settings: CacheSettings): Promise<void> {
@@ -135,13 +137,20 @@ export class EntryStore {
     if (typeof text !== 'string') throw new TypeError('not a cache entry');
     const first = text.indexOf(':');
     const second = text.indexOf(':', first + 1);
+    const third = text.indexOf(':', second + 1);
     const freshUntil = Number(text.slice(0, first));
     const staleUntil = Number(text.slice(first + 1, second));
-    if (first < 0 || second < 0 || !Number.isFinite(freshUntil) || !Number.isFinite(staleUntil)) {
+    const deltaMs = Number(text.slice(second + 1, third));
+    if (
+      first < 0 ||
+      second < 0 ||
+      third < 0 ||
+      ![freshUntil, staleUntil, deltaMs].every(Number.isFinite)
+    ) {
       throw new TypeError('not a cache entry');
     }
-    const value = this.serializer.deserialize(text.slice(second + 1));
-    return { value, freshUntil, staleUntil };
+    const value = this.serializer.deserialize(text.slice(third + 1));
+    return { value, freshUntil, staleUntil, deltaMs };
   }
 
   private keyOf(key: string, lockKey: string): string {

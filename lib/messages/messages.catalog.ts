@@ -95,6 +95,8 @@ export const ENGLISH_MESSAGES = {
   cache_hard_timeout_invalid: 'cache_lock cache hardTimeout must be a positive number of seconds',
   cache_max_value_bytes_invalid:
     'cache_lock cache maxValueBytes must be a positive whole number of bytes',
+  cache_early_refresh_invalid:
+    'cache_lock cache earlyRefresh must be true, false or a positive number',
   http_invalid: 'cache_lock http must be an object with shareAuthorized and vary',
   http_authorized_invalid: 'cache_lock http.shareAuthorized must be true or false',
   http_vary_invalid: 'cache_lock http.vary must be an array of request header names',

@@ -26,6 +26,8 @@ export interface BufferCacheOptions {
   hardTimeout?: number;
   /** The most bytes a value may take once serialized; a larger one is refused. Default 4 MiB. */
   maxValueBytes?: number;
+  /** Refreshes a hot entry before it expires (XFetch); `true` is β = 1, a number β. Default `false`. */
+  earlyRefresh?: boolean | number;
 }
 
 // The rules and defaults of `BufferCacheOptions`: module option `cacheDefaults`, and each call's.
@@ -52,6 +54,12 @@ export class CacheOptionsDto implements BufferCacheOptions {
 
   @Rule('cache_max_value_bytes_invalid', (v) => Number.isSafeInteger(v) && (v as number) > 0)
   maxValueBytes: number = 4 * 1024 * 1024;
+
+  @Rule(
+    'cache_early_refresh_invalid',
+    (v) => typeof v === 'boolean' || (typeof v === 'number' && v > 0 && v < Infinity),
+  )
+  earlyRefresh: boolean | number = false;
 }
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i;
