@@ -15,6 +15,7 @@ import { lastValueFrom, of, throwError, type Observable } from 'rxjs';
 import { BufferCache, HTTP, LOOKUP } from './buffer-cache.service.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import { errorText } from '../messages/error-text.js';
 import type { BufferLockOptions } from '../options/buffer-lock.options.js';
 import { HttpCacheOptionsDto, type BufferCacheOptions } from '../options/cache.options.js';
 import { isPlainObject } from '../options/rules.js';
@@ -66,6 +67,10 @@ export class BufferCacheInterceptor implements NestInterceptor {
   @Optional()
   @Inject(HttpAdapterHost)
   protected readonly httpAdapterHost?: HttpAdapterHost;
+
+  @Optional()
+  @Inject(BufferLockMessages)
+  protected readonly messages: BufferLockMessages = new BufferLockMessages();
 
   protected allowedMethods: string[] = ['GET'];
 
@@ -159,8 +164,8 @@ export class BufferCacheInterceptor implements NestInterceptor {
         if (!ran) return next.handle();
         return throwError(() => (error instanceof Carried ? error.value : error));
       }
-      const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
-      Logger.error(`The cache failed for "key: ${String(key)}"`, text, 'BufferCacheInterceptor');
+      const text = this.messages.render('cache_interceptor_failed', { ERROR: errorText(error) });
+      Logger.error(text, 'BufferCacheInterceptor');
       if (!produced) return next.handle();
       this.setHeadersWhenHttp(context, 'miss');
       return of(produced.value);

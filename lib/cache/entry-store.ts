@@ -134,23 +134,13 @@ export class EntryStore {
   }
 
   decode(text: unknown): CacheEntry {
-    if (typeof text !== 'string') throw new TypeError('not a cache entry');
-    const first = text.indexOf(':');
-    const second = text.indexOf(':', first + 1);
-    const third = text.indexOf(':', second + 1);
-    const freshUntil = Number(text.slice(0, first));
-    const staleUntil = Number(text.slice(first + 1, second));
-    const deltaMs = Number(text.slice(second + 1, third));
-    if (
-      first < 0 ||
-      second < 0 ||
-      third < 0 ||
-      ![freshUntil, staleUntil, deltaMs].every(Number.isFinite)
-    ) {
+    const head = typeof text === 'string' ? /^([^:]+):([^:]+):([^:]+):/.exec(text) : null;
+    const [freshUntil, staleUntil, deltaMs] = (head ?? []).slice(1).map(Number) as number[];
+    if (!head || ![freshUntil, staleUntil, deltaMs].every(Number.isFinite)) {
       throw new TypeError('not a cache entry');
     }
-    const value = this.serializer.deserialize(text.slice(third + 1));
-    return { value, freshUntil, staleUntil, deltaMs };
+    const value = this.serializer.deserialize((text as string).slice(head[0].length));
+    return { value, freshUntil: freshUntil!, staleUntil: staleUntil!, deltaMs: deltaMs! };
   }
 
   private keyOf(key: string, lockKey: string): string {

@@ -97,6 +97,7 @@ export const ENGLISH_MESSAGES = {
     'cache_lock cache maxValueBytes must be a positive whole number of bytes',
   cache_early_refresh_invalid:
     'cache_lock cache earlyRefresh must be true, false or a positive number',
+  cache_interceptor_failed: 'The cache failed for a route, whose handler answered instead: ERROR',
   http_invalid: 'cache_lock http must be an object with shareAuthorized and vary',
   http_authorized_invalid: 'cache_lock http.shareAuthorized must be true or false',
   http_vary_invalid: 'cache_lock http.vary must be an array of request header names',
