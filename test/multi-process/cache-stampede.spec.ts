@@ -155,4 +155,39 @@ describe(`BufferCache.getOrSet across ${WORKERS} worker processes × ${CALLERS} 
     expect(commands.evalsha).toBeLessThanOrEqual(WORKERS * CALLERS);
     expect(runsOf(await settle(), 'hot')).toHaveLength(1);
   }, 60_000);
+
+  // Each worker reads every 3 ms. With a build of 50 ms and β = 20, δ·β ≈ 1 s: once less than
+  // ttl/2 = 500 ms is left each read starts the refresh with a chance above 0.6, so a window in
+  // which none of the ~350 reads between 500 and 150 ms left does has a chance below 0.4^50.
+  type Hot = Extract<CacheReply, { misses: unknown }>;
+  const hot = (key: string, beta: number): Promise<Hot[]> =>
+    Promise.all(
+      workers.map((w) =>
+        w.ask<Hot>({ cmd: 'hot', key, buildMs: 50, ttl: 1, beta, forMs: 3200, everyMs: 3 }),
+      ),
+    );
+
+  it('earlyRefresh on a hot key with grace 0: no worker meets an expiry, one build at a time in the fleet', async () => {
+    await stampede('early', 1, 0);
+    const replies = await hot('early', 20);
+    const runs = runsOf(await settle(), 'early').toSorted((a, b) => a.startedAt - b.startedAt);
+    const reads = replies.map((reply) => reply.reads);
+    console.log('early refresh across workers', { reads, builds: runs.length });
+    expect(replies.map((reply) => reply.misses)).toEqual(Array(WORKERS).fill(0));
+    expect(replies.every((reply) => reply.reads > 100)).toBe(true);
+    for (let i = 1; i < runs.length; i++) {
+      expect(runs[i]!.startedAt).toBeGreaterThanOrEqual(runs[i - 1]!.finishedAt!);
+    }
+    // The first build, then at most one a half ttl over 3.2 s.
+    expect(runs.length).toBeGreaterThanOrEqual(4);
+    expect(runs.length).toBeLessThanOrEqual(1 + 7);
+  }, 60_000);
+
+  it('without earlyRefresh the same readers meet the expiries (the check above can fail)', async () => {
+    await stampede('late', 1, 0);
+    const replies = await hot('late', 0);
+    const builds = runsOf(await settle(), 'late').length;
+    console.log('no early refresh', { misses: replies.map((reply) => reply.misses), builds });
+    expect(replies.reduce((sum, reply) => sum + reply.misses, 0)).toBeGreaterThan(0);
+  }, 60_000);
 });

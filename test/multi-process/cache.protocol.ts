@@ -22,6 +22,20 @@ export type CacheCommand =
       readonly ttl: number;
       readonly grace: number;
     }
+  /**
+   * Reads `key` every `everyMs` for `forMs` with `earlyRefresh: beta` (0: off) and `grace: 0`, and
+   * counts the reads that found no fresh entry (a `miss`).
+   */
+  | {
+      readonly cmd: 'hot';
+      readonly id: number;
+      readonly key: string;
+      readonly buildMs: number;
+      readonly ttl: number;
+      readonly beta: number;
+      readonly forMs: number;
+      readonly everyMs: number;
+    }
   /** Waits until every cross-process build or refresh this worker started has ended. */
   | { readonly cmd: 'settle'; readonly id: number };
 
@@ -51,4 +65,5 @@ export type CacheReply =
       /** Cross-process builds (lock attempts) this worker started so far. */
       readonly attempts: number;
     }
+  | { readonly id: number; readonly reads: number; readonly misses: number }
   | { readonly id: number; readonly error: string };

@@ -20,7 +20,7 @@ const built: { key: string; at: number }[] = [];
 class Reports {
   constructor(@Inject(BufferCache) private readonly cache: BufferCache) {}
 
-  report(key: string, buildMs: number, ttl: number, grace: number): Promise<Built> {
+  report(key: string, buildMs: number, ttl: number, grace: number, beta = 0): Promise<Built> {
     return this.cache.getOrSet(
       key,
       async () => {
@@ -36,7 +36,7 @@ class Reports {
         run.finishedAt = Date.now();
         return { pid: process.pid, startedAt: run.startedAt, finishedAt: run.finishedAt };
       },
-      { ttl, grace },
+      { ttl, grace, earlyRefresh: beta > 0 ? beta : false },
     );
   }
 }
@@ -91,6 +91,19 @@ async function handle(command: CacheCommand): Promise<void> {
   if (command.cmd === 'settle') {
     while (inFlight.size > 0) await Promise.all(inFlight);
     return send({ id: command.id, runs, built, attempts });
+  }
+  if (command.cmd === 'hot') {
+    const { key, buildMs, ttl, beta, forMs, everyMs } = command;
+    let misses = 0;
+    const counted = (at: string): void => void (at === key && misses++);
+    cache.on('miss', counted);
+    let reads = 0;
+    for (const end = Date.now() + forMs; Date.now() < end; reads++) {
+      await reports.report(key, buildMs, ttl, 0, beta);
+      await new Promise((r) => setTimeout(r, everyMs));
+    }
+    cache.off('miss', counted);
+    return send({ id: command.id, reads, misses });
   }
   const { key, buildMs, ttl, grace } = command;
   const results = await Promise.all(
