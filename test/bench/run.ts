@@ -17,6 +17,7 @@ import {
 } from './harness.js';
 import { buildBaseline } from './baseline.js';
 import { cacheSection } from './cache.bench.js';
+import { earlyRefreshSection } from './early-refresh.bench.js';
 import { instructionsSection } from './instructions.bench.js';
 import { lockSection } from './lock.bench.js';
 import { memorySection } from './memory.bench.js';
@@ -33,6 +34,7 @@ const SECTIONS: readonly BenchSection[] = [
   memorySection,
   instructionsSection,
   cacheSection,
+  earlyRefreshSection,
   soakSection,
 ];
 

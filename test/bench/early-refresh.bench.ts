@@ -1,0 +1,145 @@
+import { performance } from 'node:perf_hooks';
+import { BufferCache, RedisLockService, SingleFlightEngine } from '../../lib/index.js';
+import {
+  fmt,
+  fmtInt,
+  sleep,
+  summarize,
+  table,
+  type BenchContext,
+  type BenchSection,
+} from './harness.js';
+
+const TTL_S = 1;
+const BUILD_MS = 50;
+/** Read loops per cache; each reads, waits EVERY_MS, and reads again. */
+const READERS = 32;
+const EVERY_MS = 2;
+const silent = { log() {}, warn() {}, error() {} };
+
+interface Case {
+  readonly label: string;
+  readonly ttl: number;
+  readonly earlyRefresh: boolean | number;
+}
+
+interface Row {
+  readonly reads: number;
+  readonly met: number;
+  readonly builds: number;
+  readonly maxConcurrent: number;
+  readonly p50: number;
+  readonly p99: number;
+}
+
+/**
+ * Two caches on clients of their own (two workers, in this process), READERS loops each on one
+ * hot key with `grace: 0`, for `windows` ttls. `met`: reads that found no fresh entry (a miss:
+ * they waited for a build or built); builds and how many ran at once, in the whole fleet.
+ */
+async function hotKey(context: BenchContext, at: Case, windows: number): Promise<Row> {
+  const parts = [0, 1].map(() => {
+    const client = context.redis.client();
+    const lock = new RedisLockService({ redis: client, namespace: `bench:early:${at.label}:` });
+    const engine = new SingleFlightEngine({ lock, options: { logger: silent } });
+    return {
+      client,
+      engine,
+      cache: new BufferCache({ lock, engine, options: { logger: silent } }),
+    };
+  });
+  const options = { ttl: at.ttl, grace: 0, earlyRefresh: at.earlyRefresh };
+  let builds = 0;
+  let running = 0;
+  let maxConcurrent = 0;
+  const factory = async (): Promise<{ at: number }> => {
+    builds++;
+    maxConcurrent = Math.max(maxConcurrent, ++running);
+    await sleep(BUILD_MS);
+    running--;
+    return { at: Date.now() };
+  };
+  try {
+    await parts[0]!.cache.getOrSet('hot', factory, options);
+    builds = 0;
+    maxConcurrent = 0;
+    let met = 0;
+    for (const { cache } of parts) cache.on('miss', () => met++);
+    const samples: number[] = [];
+    const end = Date.now() + windows * TTL_S * 1000;
+    await Promise.all(
+      parts.flatMap(({ cache }) =>
+        Array.from({ length: READERS }, async () => {
+          while (Date.now() < end) {
+            const started = performance.now();
+            await cache.getOrSet('hot', factory, options);
+            samples.push(performance.now() - started);
+            await sleep(EVERY_MS);
+          }
+        }),
+      ),
+    );
+    while (running > 0) await sleep(10);
+    const { p50, p99 } = summarize(samples);
+    return { reads: samples.length, met, builds, maxConcurrent, p50, p99 };
+  } finally {
+    for (const { client, engine } of parts) {
+      engine.close();
+      client.disconnect();
+    }
+  }
+}
+
+async function earlyRefresh(context: BenchContext): Promise<void> {
+  const windows = context.quick ? 2 : 20;
+  const cases: Case[] = [
+    { label: 'hit path: ttl 3600 s, no expiry', ttl: 3600, earlyRefresh: false },
+    { label: `ttl ${TTL_S} s, grace 0, earlyRefresh off`, ttl: TTL_S, earlyRefresh: false },
+    {
+      label: `ttl ${TTL_S} s, grace 0, earlyRefresh: true (β = 1)`,
+      ttl: TTL_S,
+      earlyRefresh: true,
+    },
+  ];
+  const rows: string[][] = [];
+  for (const at of cases) {
+    const row = await hotKey(context, at, windows);
+    rows.push([
+      at.label,
+      fmtInt(row.reads),
+      fmtInt(row.met),
+      fmtInt(row.builds),
+      fmt(row.builds / windows, 2),
+      String(row.maxConcurrent),
+      fmt(row.p50, 2),
+      fmt(row.p99, 2),
+    ]);
+  }
+  context.report.add(
+    `## 9. Early refresh\n\n` +
+      `One hot key, read by ${READERS} loops in each of two caches on clients of their own (two ` +
+      `workers in one process, one redis-server), a read every ${EVERY_MS} ms per loop, over ` +
+      `${windows} windows of the ttl; the build takes ${BUILD_MS} ms. "Met an expiry": reads that ` +
+      `found no fresh entry and waited for a build. Builds are counted in the whole fleet, and ` +
+      `"at once" is the most that ran together.\n\n` +
+      table(
+        [
+          'case',
+          'reads',
+          'met an expiry',
+          'builds',
+          'builds per window',
+          'at once',
+          'p50 ms',
+          'p99 ms',
+        ],
+        rows,
+      ),
+  );
+}
+
+export const earlyRefreshSection: BenchSection = {
+  id: 'early-refresh',
+  title: '9. Early refresh',
+  run: earlyRefresh,
+};
