@@ -22,6 +22,7 @@ import { nodeRedisClient } from '../redis/node-redis-client.js';
 import { slotKey, type LockKeyRole } from '../redis/keys.js';
 import { connectBy } from './client-connection.js';
 import { ownGuard } from './guards.js';
+import { attempt } from '../messages/error-text.js';
 import { lockFailure, NoClient } from './lock-failures.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
 import { lockChannel } from '../telemetry/channels.js';
@@ -245,7 +246,8 @@ export class RedisLockService {
       return [false, this.failure('redis_unlock_failed', error)];
     }
     if (answer === undefined || answer === null) return [false, this.error('redis_no_result')];
-    return [written === undefined || Number(answer) === 1, undefined];
+    // A reply that is no number (a null-prototype object, say) is no write, not a throw.
+    return [written === undefined || attempt(() => Number(answer) === 1, false), undefined];
   }
 
   /**
@@ -317,12 +319,12 @@ export class RedisLockService {
     if (this.client) return Promise.resolve();
     if (this.connecting) return this.connecting;
     const factory = this.options.redis as RedisClientFactory;
-    const attempt = connectBy(factory, this.options.connectTimeout, (c) => this.use(c));
-    attempt.catch(() => {
-      if (this.connecting === attempt) this.connecting = undefined;
+    const connecting = connectBy(factory, this.options.connectTimeout, (c) => this.use(c));
+    connecting.catch(() => {
+      if (this.connecting === connecting) this.connecting = undefined;
     });
-    this.connecting = attempt;
-    return attempt;
+    this.connecting = connecting;
+    return connecting;
   }
 
   private error(id: MessageId): LockError {

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { RedisLockService, type LockGuard, type RedisScriptClient } from '../../lib/index.js';
+import {
+  BufferCache,
+  RedisLockService,
+  type LockGuard,
+  type RedisScriptClient,
+} from '../../lib/index.js';
 import { collectEscapes, settle } from '../support/escapes.js';
 import { rkey } from './lock-helpers.js';
 
@@ -142,6 +147,26 @@ describe('replies a client should never give', () => {
       const [guard, error] = await lock.acquire('k');
       expect(guard).toBeUndefined();
       expect(error?.code).toBe('redis_lock_failed');
+      await settle();
+      expect(escaped).toEqual([]);
+    },
+  );
+
+  it.each([...STRANGE, ['[[a null-prototype object]]', [[Object.create(null)]]]] as [
+    string,
+    unknown,
+  ][])(
+    "a cache build whose release (with the entry's write) answers %s: the built value, no rejection",
+    async (_n, reply) => {
+      const client: RedisScriptClient = {
+        // The lock is taken, there is no entry, and the release script answers `reply`.
+        eval: (script: string) =>
+          Promise.resolve(script.includes("'NX'") ? 1 : script.includes('SPUBLISH') ? reply : null),
+      };
+      const lock = new RedisLockService({ redis: client, namespace: NS });
+      const silent = { log() {}, warn() {}, error() {} };
+      const cache = new BufferCache({ lock, options: { logger: silent } });
+      expect(await cache.getOrSet('k', () => 'built')).toBe('built');
       await settle();
       expect(escaped).toEqual([]);
     },
