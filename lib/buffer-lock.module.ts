@@ -24,6 +24,7 @@ import {
   type ResolvedBufferLockOptions,
 } from './options/buffer-lock.options.js';
 import { RedisLockService } from './lock/redis-lock.service.js';
+import { within } from './options/seconds.js';
 import { markResolved, readableCopy } from './options/validate-options.js';
 import { ping } from './redis/plain-commands.js';
 import { SingleFlightEngine } from './single-flight/single-flight.engine.js';
@@ -138,17 +139,13 @@ export class BufferLockModule
   // said once, with why, and the app boots all the same.
   async onApplicationBootstrap(): Promise<void> {
     const { connectTimeout, logger } = this.options;
-    let timer: NodeJS.Timeout | undefined;
-    const error = new Error(this.messages.render('redis_timed_out'));
-    const late = new Promise<never>(
-      (_, reject) => (timer = setTimeout(reject, connectTimeout * 1000, error)),
-    );
+    const late = (): never => {
+      throw new Error(this.messages.render('redis_timed_out'));
+    };
     try {
-      await Promise.race([this.lock.getClient().then(ping), late]);
+      await within(this.lock.getClient().then(ping), connectTimeout, late);
     } catch (error) {
       logger.warn(this.messages.render('redis_unreachable_at_boot', { ERROR: errorText(error) }));
-    } finally {
-      clearTimeout(timer);
     }
   }
 

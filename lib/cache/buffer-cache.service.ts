@@ -9,7 +9,7 @@ import {
   type CacheSettings,
   type HttpCacheOptionsDto,
 } from '../options/cache.options.js';
-import { toMilliseconds } from '../options/seconds.js';
+import { within } from '../options/seconds.js';
 import { optionNames, validateOptions } from '../options/validate-options.js';
 import { LocalFlights } from '../single-flight/local-flights.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
@@ -166,7 +166,8 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       trace.role = 'stale';
       this.emit('stale', key);
       const refreshed = this.builder.refresh(key, lockKey, factory, settings);
-      const fresh = settings.timeout > 0 && (await settledWithin(refreshed, settings.timeout));
+      const fresh =
+        settings.timeout > 0 && (await within(refreshed, settings.timeout, () => undefined));
       if (fresh) return { value: fresh.value as Awaited<T>, status: 'miss' };
       return { value: entry.value as Awaited<T>, status: 'stale' };
     }
@@ -231,16 +232,4 @@ function idOf(options: BufferCacheOptions): string | undefined {
     else return undefined;
   }
   return id;
-}
-
-/** The refresh's value if it settles within `seconds`, else `undefined`; never rejects. */
-function settledWithin<T>(
-  promise: Promise<T | undefined>,
-  seconds: number,
-): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), toMilliseconds(seconds));
-  });
-  return Promise.race([promise.catch(() => undefined), late]).finally(() => clearTimeout(timer));
 }

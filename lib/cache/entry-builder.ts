@@ -3,6 +3,7 @@ import { LockError } from '../errors/lock.error.js';
 import type { LockGuard } from '../lock/lock-results.js';
 import { errorText } from '../messages/error-text.js';
 import type { CacheSettings } from '../options/cache.options.js';
+import { within } from '../options/seconds.js';
 import { currentFlight } from '../single-flight/flight-context.js';
 import { CROSS_PROCESS, type SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 import {
@@ -89,15 +90,10 @@ export class EntryBuilder {
     // Past `hardTimeout` the build fails (its lock is released) and a late value is dropped.
     const bounded = (made: unknown): unknown => {
       if (typeof (made as { then?: unknown } | null)?.then !== 'function') return made;
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          const text = messages.render('cache_build_timeout', { KEY: key, SECONDS: hardTimeout });
-          reject(new LockError('cache_build_timeout', text));
-        }, hardTimeout * 1000);
-        timer.unref();
+      return within(made as PromiseLike<unknown>, hardTimeout, () => {
+        const text = messages.render('cache_build_timeout', { KEY: key, SECONDS: hardTimeout });
+        throw new LockError('cache_build_timeout', text);
       });
-      return Promise.race([made, late]).finally(() => clearTimeout(timer));
     };
     const flight = {
       ttl: settings.lockTtl,

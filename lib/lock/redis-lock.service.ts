@@ -99,6 +99,8 @@ export type WriteResult = readonly [written: boolean, error: LockError | undefin
 export class RedisLockService {
   private readonly options: ResolvedLockOptions;
   private readonly messages: BufferLockMessages;
+  // The built-in key(): its keys can be checked exactly (see ownGuard).
+  private readonly hashedKeys = this.key === RedisLockService.prototype.key;
   private client: RedisScriptClient | undefined;
   /** `client`, batched under load: the lock's own commands. */
   private commands: RedisScriptClient | undefined;
@@ -226,11 +228,7 @@ export class RedisLockService {
   }
 
   private async unlock(given: LockGuard, write: SlotWrite | undefined): Promise<WriteResult> {
-    const guard = ownGuard(
-      given,
-      this.options.namespace,
-      this.key === RedisLockService.prototype.key,
-    );
+    const guard = ownGuard(given, this.options.namespace, this.hashedKeys);
     if (!guard) return [false, this.error('redis_invalid_guard')];
     const written = write && {
       key: slotKey(guard.key, write.prefix, write.role),
@@ -260,11 +258,7 @@ export class RedisLockService {
   }
 
   private async prolong(given: LockGuard, ttl: number): Promise<ExtendResult> {
-    const guard = ownGuard(
-      given,
-      this.options.namespace,
-      this.key === RedisLockService.prototype.key,
-    );
+    const guard = ownGuard(given, this.options.namespace, this.hashedKeys);
     if (!guard) return [false, this.error('redis_invalid_guard')];
     const seconds = parseSeconds(ttl, TIMER_SECONDS);
     if (seconds === undefined) return [false, this.error('redis_ttl_invalid')];

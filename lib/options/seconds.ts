@@ -22,6 +22,17 @@ export const TIMER_SECONDS = Math.floor(TIMER_MAX_MS / 1000);
 /** `ms` as a timer can wait it. */
 export const timerMs = (ms: number): number => Math.min(Math.max(0, ms), TIMER_MAX_MS);
 
+/** `work`'s outcome, or `late()`'s (its value, or what it throws) once `seconds` have passed. */
+export function within<T>(work: PromiseLike<T>, seconds: number, late: () => T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<T>((resolve) => {
+    // A promise of `late()`: one that throws rejects the race. Unref'd: `work` keeps the process.
+    timer = setTimeout(() => resolve(Promise.resolve().then(late)), timerMs(seconds * 1000));
+    timer.unref();
+  });
+  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+}
+
 /** Whole milliseconds for PX/PEXPIRE, never below 1. */
 export function toMilliseconds(seconds: number): number {
   return Math.max(1, Math.round(seconds * 1000));

@@ -66,13 +66,14 @@ export async function connectTelling(
     return client;
   } catch (error) {
     client.disconnect();
+    const cause = last ?? error;
     const { host, port, path } = client.options;
-    const why = whyOf(last ?? error);
+    const why = whyOf(cause);
     const text = messages.render('redis_unreachable', {
       WHERE: path ?? `${host}:${port}`,
-      WHY: why ? messages.render(why) : errorText(last ?? error),
+      WHY: why ? messages.render(why) : errorText(cause),
     });
-    throw new LockError('redis_unreachable', text, { cause: last ?? error });
+    throw new LockError('redis_unreachable', text, { cause });
   }
 }
 

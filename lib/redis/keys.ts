@@ -70,8 +70,9 @@ export function isSlotKey(key: string): boolean {
   for (let open = body.indexOf('{'); open >= 0; open = body.indexOf('{', open + 1)) {
     const rest = body.slice(open);
     const close = rest.indexOf('}');
+    if (close < 2) continue;
     for (const lockKey of [rest.slice(1, close), rest.slice(close + 1)]) {
-      if (close > 1 && lockKey !== '' && slotPrefix(lockKey) === rest) return true;
+      if (lockKey !== '' && slotPrefix(lockKey) === rest) return true;
     }
   }
   return false;

@@ -337,19 +337,19 @@ describe("cache-manager's in-memory default", () => {
 });
 
 describe('one prefix on every store', () => {
-  it("getOrSet('session:abc') leaves another component's session:abc alone, in Keyv and cache-manager", async () => {
+  it("getOrSet('cart:abc') leaves another component's cart:abc alone, in Keyv and cache-manager", async () => {
     const keyv = redisKeyv();
     const memory = createCache();
     for (const [store, read] of [
       [keyv, (k: string) => keyv.get(k)],
       [memory, (k: string) => memory.get(k)],
     ] as const) {
-      await store.set('session:abc', 'the session of another component', 60_000);
+      await store.set('cart:abc', 'the cart of another component', 60_000);
       const cache = await appWith(store);
-      expect(await cache.getOrSet('session:abc', () => 'cached', { ttl: 60 })).toBe('cached');
-      await cache.set('session:abc', 'set', { ttl: 60 });
-      await cache.delete('session:abc');
-      expect(await read('session:abc')).toBe('the session of another component');
+      expect(await cache.getOrSet('cart:abc', () => 'cached', { ttl: 60 })).toBe('cached');
+      await cache.set('cart:abc', 'set', { ttl: 60 });
+      await cache.delete('cart:abc');
+      expect(await read('cart:abc')).toBe('the cart of another component');
     }
   });
 
