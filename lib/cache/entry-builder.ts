@@ -68,9 +68,10 @@ export class EntryBuilder {
     const { engine, entries, now, events, options, messages } = this.parts;
     const { hardTimeout } = settings;
     let payload: string | undefined;
-    // Read again under the lock: another worker may have just written the entry.
-    const fresh = async (): Promise<{ value: Built } | undefined> => {
-      const entry = await entries.read(key, lockKey);
+    // Read again under the lock: another worker may have just written the entry. After a wake-up,
+    // the entry it carried.
+    const fresh = async (carried?: string): Promise<{ value: Built } | undefined> => {
+      const entry = await entries.read(key, lockKey, carried);
       return entry && now() < entry.freshUntil && entry.freshUntil > (seen ?? 0)
         ? { value: { value: entry.value, built: false } }
         : undefined;

@@ -6,6 +6,7 @@ import { errorText } from '../messages/error-text.js';
 import type { CacheSettings } from '../options/cache.options.js';
 import { toMilliseconds } from '../options/seconds.js';
 import { slotKey } from '../redis/keys.js';
+import { carriedPayload } from '../redis/lock-commands.js';
 import type { FlightOptions } from '../options/buffer-lock.options.js';
 import {
   JSON_RESULT_SERIALIZER,
@@ -65,12 +66,23 @@ export class EntryStore {
     return read;
   }
 
-  /** A read of its own: under the lock, an older overlapping read may miss a newer write. */
-  async read(key: string, lockKey: string): Promise<CacheEntry | undefined> {
-    const text = await this.guarded(() => this.store.get(this.keyOf(key, lockKey)));
-    if (text === undefined || text === null) return undefined;
+  /**
+   * A read of its own: under the lock, an older overlapping read may miss a newer write. An entry
+   * `carried` by a release's wake-up (its text) is taken from there, with no store read.
+   */
+  async read(key: string, lockKey: string, carried?: string): Promise<CacheEntry | undefined> {
+    const text = carriedPayload(carried, 'entry');
+    if (text !== undefined) {
+      try {
+        return this.decode(text);
+      } catch {
+        // Unreadable here as in the store: read it, and say so there.
+      }
+    }
+    const stored = await this.guarded(() => this.store.get(this.keyOf(key, lockKey)));
+    if (stored === undefined || stored === null) return undefined;
     try {
-      return this.decode(text);
+      return this.decode(stored);
     } catch (error) {
       const { messages, log } = this.parts;
       const line = messages.render('cache_entry_unreadable', { ERROR: errorText(error) });
@@ -117,7 +129,10 @@ export class EntryStore {
     await this.guarded(() => this.store.delete(this.keyOf(key, lockKey)));
   }
 
-  /** Writes the entry (when one was built) and releases the lock: one script on the built-in store. */
+  /**
+   * Writes the entry (when one was built) and releases the lock, whose wake-up carries the entry:
+   * one script on the built-in store.
+   */
   async writeAndRelease(
     guard: LockGuard,
     key: string,
@@ -125,12 +140,11 @@ export class EntryStore {
     settings: CacheSettings,
   ): Promise<LockError | undefined> {
     const { lock, options } = this.parts;
-    if (text !== undefined && this.builtIn) {
-      const write = { prefix: options.cachePrefix, payload: text, ttlMs: ttlMsOf(settings) };
-      return (await lock[RELEASE_WRITING](guard, write))[1];
-    }
-    if (text !== undefined) await this.write(key, guard.key, text, settings);
-    return (await lock.release(guard))[1];
+    if (text === undefined) return (await lock.release(guard))[1];
+    if (!this.builtIn) await this.write(key, guard.key, text, settings);
+    const prefix = this.builtIn ? options.cachePrefix : undefined;
+    const write = { prefix, payload: text, ttlMs: ttlMsOf(settings), carried: 'entry' as const };
+    return (await lock[RELEASE_WRITING](guard, write))[1];
   }
 
   decode(text: unknown): CacheEntry {

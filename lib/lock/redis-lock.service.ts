@@ -17,7 +17,13 @@ import { type RedisScriptClient } from '../types/clients.js';
 import { parseSeconds, TIMER_SECONDS, toMilliseconds } from '../options/seconds.js';
 import { isResolved } from '../options/validate-options.js';
 import { batchingClient } from '../redis/batching-client.js';
-import { acquireFencedLock, acquireLock, extendLock, releaseLock } from '../redis/lock-commands.js';
+import {
+  acquireFencedLock,
+  acquireLock,
+  extendLock,
+  releaseLock,
+  type CarriedKind,
+} from '../redis/lock-commands.js';
 import { nodeRedisClient } from '../redis/node-redis-client.js';
 import { slotKey, type LockKeyRole } from '../redis/keys.js';
 import { connectBy } from './client-connection.js';
@@ -67,12 +73,16 @@ function createToken(): string {
 export const ACQUIRE_KEY: unique symbol = Symbol('acquireKey');
 export const RELEASE_WRITING: unique symbol = Symbol('releaseWriting');
 
-/** Written beside a release: `prefix` + the lock's slot key, or its derived key `role`. */
+/**
+ * Written beside a release: `prefix` + the lock's slot key, or its derived key `role`. Without a
+ * `prefix` nothing is written: the payload only rides the release's wake-up.
+ */
 export interface SlotWrite {
-  readonly prefix: string;
+  readonly prefix: string | undefined;
   readonly role?: LockKeyRole;
   readonly payload: string | undefined;
   readonly ttlMs: number;
+  readonly carried?: CarriedKind;
 }
 
 /** `written`: this guard still held the lock, so the write went through. */
@@ -231,9 +241,10 @@ export class RedisLockService {
     const guard = ownGuard(given, this.options.namespace, this.hashedKeys);
     if (!guard) return [false, this.error('redis_invalid_guard')];
     const written = write && {
-      key: slotKey(guard.key, write.prefix, write.role),
+      key: write.prefix === undefined ? undefined : slotKey(guard.key, write.prefix, write.role),
       payload: write.payload,
       ttlMs: write.ttlMs,
+      carried: write.carried,
     };
     let answer: unknown;
     try {

@@ -94,17 +94,36 @@ export function extendLock(
   return runScript(client, EXTEND, [key], [token, ttlMs]);
 }
 
+/** What precedes a payload carried by a release's wake-up, by what it is (a token has no `=`). */
+export const CARRIED = { entry: '=e', result: '=r' } as const;
+export type CarriedKind = keyof typeof CARRIED;
+
+/** The largest payload (UTF-8 bytes) that rides the wake-up; waiters read a larger one. */
+export const WAKE_MAX_BYTES = 64 * 1024;
+
 /** Written in the release's step: `payload` for `ttlMs`, or deleted without one. */
 export interface ReleaseWrite {
-  readonly key: string;
+  /** Where it is written; `undefined`: nowhere, the payload only rides the wake-up. */
+  readonly key: string | undefined;
   readonly payload: string | undefined;
   readonly ttlMs: number;
+  /** The payload rides the wake-up as this, when it is no larger than WAKE_MAX_BYTES. */
+  readonly carried?: CarriedKind;
 }
 
+/** The payload a wake-up's `text` carries as `kind`, or `undefined` (then it is read). */
+export const carriedPayload = (text: string | undefined, kind: CarriedKind): string | undefined =>
+  text?.startsWith(CARRIED[kind]) ? text.slice(CARRIED[kind].length) : undefined;
+
+// A UTF-8 byte is at most 3 per UTF-16 unit: a short payload is not measured.
+const fitsWake = (payload: string): boolean =>
+  payload.length * 3 <= WAKE_MAX_BYTES || Buffer.byteLength(payload) <= WAKE_MAX_BYTES;
+
 // Compare-and-delete. The write goes before the delete, so a waiter the SPUBLISH wakes finds it.
-// The wake-up goes on the lock key's own shard channel, the token as its text. pcall: on a Redis
-// without SPUBLISH the release still succeeds and waiters poll. A written key (KEYS[2]) must be in
-// the lock's slot, or a Cluster refuses the script.
+// The wake-up goes on the lock key's own shard channel: ARGV[4] (a CARRIED mark) and the payload
+// when it is given (waiters answer from it, with no read), else the token (waiters read). pcall: on a Redis without
+// SPUBLISH the release still succeeds and waiters poll. A written key (KEYS[2]) must be in the
+// lock's slot, or a Cluster refuses the script.
 const RELEASE = luaScript(
   `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -118,17 +137,21 @@ if KEYS[2] then
   end
 end
 local deleted = redis.call('DEL', KEYS[1])
-pcall(redis.call, 'SPUBLISH', KEYS[1], ARGV[1])
+local wake = ARGV[1]
+if ARGV[4] then
+  wake = ARGV[4] .. ARGV[2]
+end
+pcall(redis.call, 'SPUBLISH', KEYS[1], wake)
 return deleted
 `,
-  (redis, [lock, written], [token, payload, ms]) => {
+  (redis, [lock, written], [token, payload, ms, carry]) => {
     if (redis.get(lock!) !== token) return 0;
     if (written !== undefined) {
       if (payload !== undefined) redis.set(written, payload, 'PX', ms!);
       else redis.del(written);
     }
     const deleted = redis.del(lock!);
-    redis.spublish(lock!, token!);
+    redis.spublish(lock!, carry === undefined ? token! : carry + payload!);
     return deleted;
   },
 );
@@ -141,8 +164,12 @@ export function releaseLock(
   write?: ReleaseWrite,
 ): Promise<unknown> {
   if (write === undefined) return runScript(client, RELEASE, [lockKey], [token]);
-  const keys = [lockKey, write.key];
-  return write.payload === undefined
+  const { key, payload, carried } = write;
+  const keys = key === undefined ? [lockKey] : [lockKey, key];
+  if (payload !== undefined && carried !== undefined && fitsWake(payload)) {
+    return runScript(client, RELEASE, keys, [token, payload, write.ttlMs, CARRIED[carried]]);
+  }
+  return key === undefined || payload === undefined
     ? runScript(client, RELEASE, keys, [token])
-    : runScript(client, RELEASE, keys, [token, write.payload, write.ttlMs]);
+    : runScript(client, RELEASE, keys, [token, payload, write.ttlMs]);
 }

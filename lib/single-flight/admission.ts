@@ -33,8 +33,8 @@ export type Admission =
   | { readonly kind: 'shared'; readonly value: unknown }
   | { readonly kind: 'skipped' };
 
-/** What another process's leader left for this call, found after a wake-up. */
-export type Peek = () => Promise<{ readonly value: unknown } | undefined>;
+/** What another process's leader left for this call, found after a wake-up (or `carried` by it). */
+export type Peek = (carried?: string) => Promise<{ readonly value: unknown } | undefined>;
 
 export interface AdmissionParts {
   readonly lock: SingleFlightLock;
@@ -109,11 +109,11 @@ export class LockAdmission {
     for (let first = true; ; first = false) {
       if (!first) {
         // Only after a busy answer, so the key is known to be valid.
-        await wait.waitForRelease(redisKey!, deadline);
-        const left = await peek?.();
+        const carried = await wait.waitForRelease(redisKey!, deadline);
+        const left = await peek?.(carried);
         if (left) return { kind: 'shared', value: left.value };
         if (settings.share) {
-          const found = await results.read(redisKey!, cacheKey);
+          const found = await results.read(redisKey!, cacheKey, carried);
           if (found.status === 'hit') return { kind: 'shared', value: found.value };
           if (found.status === 'error') log.warn(found.error.code, found.error.message);
         }

@@ -19,7 +19,8 @@ const DEFAULT_RETRY_MS = 1000;
 const NOT_SUBSCRIBED: Promise<boolean> = Promise.resolve(false);
 
 interface Listener {
-  readonly onMessage: () => void;
+  /** With the message's text; with none when the subscriber became unusable. */
+  readonly onMessage: (text?: string) => void;
   readonly onError: ((error: Error) => void) | undefined;
 }
 
@@ -67,8 +68,15 @@ export class ReleaseSubscriber {
     return this.failedAt === undefined;
   }
 
-  /** Calls `onMessage` on every message on `channel`, and when the subscriber becomes unusable. */
-  listen(channel: string, onMessage: () => void, onError?: (error: Error) => void): Listening {
+  /**
+   * Calls `onMessage` with the text of every message on `channel`, and with none when the
+   * subscriber becomes unusable.
+   */
+  listen(
+    channel: string,
+    onMessage: (text?: string) => void,
+    onError?: (error: Error) => void,
+  ): Listening {
     clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
     let entry = this.channels.get(channel);
@@ -175,8 +183,10 @@ export class ReleaseSubscriber {
     connection.on('ready', () => {
       if (this.connection === connection) this.reconnected();
     });
-    connection.on('smessage', (channel) => {
-      for (const listener of this.channels.get(channel)?.listeners ?? []) listener.onMessage();
+    connection.on('smessage', (channel, text) => {
+      const message = typeof text === 'string' ? text : undefined;
+      for (const listener of this.channels.get(channel)?.listeners ?? [])
+        listener.onMessage(message);
     });
     this.connection = connection;
     return connection;

@@ -49,24 +49,30 @@ export class ReleaseWait {
     if (this.client) subscriberOf(this.client).close();
   }
 
-  /** Resolves when the lock at `redisKey` may be free, or at `deadline` (ms since the epoch). */
-  async waitForRelease(redisKey: string, deadline: number): Promise<void> {
-    if (Date.now() >= deadline) return;
+  /**
+   * Resolves when the lock at `redisKey` may be free, or at `deadline` (ms since the epoch): with
+   * the text of the release message that woke it, `undefined` when none did.
+   */
+  async waitForRelease(redisKey: string, deadline: number): Promise<string | undefined> {
+    if (Date.now() >= deadline) return undefined;
     let woke = false;
-    let wake!: () => void;
+    let text: string | undefined;
+    let wake!: (message?: string) => void;
     const woken = new Promise<void>((resolve) => {
-      wake = () => {
+      wake = (message) => {
+        if (woke) return;
         woke = true;
+        text = message;
         resolve();
       };
     });
     const timers: NodeJS.Timeout[] = [];
-    const at = (ms: number): void => void timers.push(setTimeout(wake, timerMs(ms)));
+    const at = (ms: number): void => void timers.push(setTimeout(() => wake(), timerMs(ms)));
     at(deadline - Date.now());
     let listening: Listening | undefined;
     try {
       const client = await Promise.race([this.resolveClient(), woken.then(() => undefined)]);
-      if (woke) return;
+      if (woke) return text;
       if (client) {
         const subscriber = subscriberOf(client);
         const usable = subscriber.usable;
@@ -74,20 +80,22 @@ export class ReleaseWait {
         // No release message can come, or (a retry on a connection that is down) not soon.
         if (!usable) at(poll());
         const subscribed = await Promise.race([listening.ready, woken.then(() => false)]);
-        if (woke) return;
+        if (woke) return text;
         if (!subscribed) {
           if (usable) at(poll());
-          return await woken;
+          await woken;
+          return text;
         }
       }
       const remaining = client
         ? await Promise.race([this.pttl(client, redisKey), woken.then(() => undefined)])
         : -1;
-      if (woke || remaining === -2) return;
+      if (woke || remaining === -2) return text;
       at(
         remaining !== undefined && remaining >= 0 ? remaining + EXPIRY_MARGIN_MS : FALLBACK_POLL_MS,
       );
       await woken;
+      return text;
     } finally {
       for (const timer of timers) clearTimeout(timer);
       listening?.close();

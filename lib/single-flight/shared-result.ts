@@ -9,6 +9,7 @@ import {
 } from '../serialization/result-serializer.js';
 import { resultKey } from '../redis/keys.js';
 import { getValue } from '../redis/plain-commands.js';
+import { carriedPayload } from '../redis/lock-commands.js';
 import { RELEASE_WRITING, type RedisLockService } from '../lock/redis-lock.service.js';
 import { errorText } from '../messages/error-text.js';
 
@@ -74,8 +75,19 @@ export class SharedResultStore {
     }
   }
 
-  /** The result the leader of `lockKey` shared, if any. Never rejects. */
-  async read(lockKey: string, cacheKey: string): Promise<SharedRead> {
+  /**
+   * The result the leader of `lockKey` shared, if any: the one its release's wake-up `carried`
+   * (that wake-up's text), else read. Never rejects.
+   */
+  async read(lockKey: string, cacheKey: string, carried?: string): Promise<SharedRead> {
+    const given = carriedPayload(carried, 'result');
+    if (given !== undefined) {
+      try {
+        return { status: 'hit', value: this.serializer.deserialize(given) };
+      } catch {
+        // Unreadable here as in Redis: read it, and say so there.
+      }
+    }
     let payload: string | null;
     try {
       payload = await readSharedResult(await this.options.lock.getClient(), lockKey);
@@ -107,7 +119,13 @@ export class SharedResultStore {
     ttl?: number,
   ): Promise<StoreResult> {
     const ttlMs = ttl === undefined ? this.ttlMs : toMilliseconds(ttl);
-    const write = { prefix: '', role: 'result' as const, payload, ttlMs };
+    const write = {
+      prefix: '',
+      role: 'result' as const,
+      payload,
+      ttlMs,
+      carried: 'result' as const,
+    };
     const [written, error] = await this.options.lock[RELEASE_WRITING](guard, write);
     return error ? [false, this.failure(error.cause ?? error)] : [written, undefined];
   }

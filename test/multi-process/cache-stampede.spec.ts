@@ -49,10 +49,23 @@ afterAll(async () => {
 });
 
 /** Every worker makes `CALLERS` concurrent getOrSet calls of `key`; all answers, in one list. */
-async function stampede(key: string, ttl: number, grace: number): Promise<Answers['results']> {
+async function stampede(
+  key: string,
+  ttl: number,
+  grace: number,
+  padBytes?: number,
+): Promise<Answers['results']> {
   const replies = await Promise.all(
     workers.map((w) =>
-      w.ask<Answers>({ cmd: 'get', key, callers: CALLERS, buildMs: BUILD_MS, ttl, grace }),
+      w.ask<Answers>({
+        cmd: 'get',
+        key,
+        callers: CALLERS,
+        buildMs: BUILD_MS,
+        ttl,
+        grace,
+        padBytes,
+      }),
     ),
   );
   return replies.flatMap((reply) => reply.results);
@@ -85,6 +98,37 @@ function delta(after: Map<string, number>, before: Map<string, number>): Record<
   return out;
 }
 
+/**
+ * Runs a cold stampede of `key` under MONITOR; counts the store reads (the GET a read script
+ * runs) of the entry after the release's wake-up, and tells what that wake-up carried.
+ */
+async function readsAfterWakeUp(
+  key: string,
+  padBytes?: number,
+): Promise<{ reads: number; carried: boolean; results: Answers['results'] }> {
+  const monitor = await server.client().monitor();
+  const seen: string[][] = [];
+  monitor.on('monitor', (_time: string, args: unknown[], source: string) => {
+    seen.push([source, ...args.map(String)]);
+  });
+  let results: Answers['results'];
+  try {
+    results = await stampede(key, 60, 0, padBytes);
+    await settle();
+    await admin.ping();
+    await new Promise((r) => setTimeout(r, 100));
+  } finally {
+    monitor.disconnect();
+  }
+  const wake = seen.findIndex(([source, name]) => source === 'lua' && name === 'SPUBLISH');
+  expect(wake).toBeGreaterThan(-1);
+  const [, , lockKey, text] = seen[wake]!;
+  const reads = seen
+    .slice(wake + 1)
+    .filter(([source, name, at]) => source === 'lua' && name === 'GET' && at!.includes(lockKey!));
+  return { reads: reads.length, carried: text!.startsWith('=e'), results };
+}
+
 describe(`BufferCache.getOrSet across ${WORKERS} worker processes × ${CALLERS} callers`, () => {
   it('a cold key: exactly one build in the fleet, every caller gets its value', async () => {
     const results = await stampede('cold', 60, 0);
@@ -100,6 +144,24 @@ describe(`BufferCache.getOrSet across ${WORKERS} worker processes × ${CALLERS} 
       });
       expect(answeredAt).toBeGreaterThanOrEqual(run!.finishedAt!);
     }
+  }, 60_000);
+
+  it('a cold key: the waiting workers answer from the wake-up, which carries the entry: no read after it', async () => {
+    const { reads, carried, results } = await readsAfterWakeUp('carried');
+    const [run] = runsOf(await settle(), 'carried');
+    expect(carried).toBe(true);
+    expect(reads).toBe(0);
+    expect(results).toHaveLength(WORKERS * CALLERS);
+    expect(new Set(results.map((r) => r.value.startedAt))).toEqual(new Set([run!.startedAt]));
+  }, 60_000);
+
+  it('a cold key whose entry is over 64 KiB: the wake-up says "read it", one read per waiting worker', async () => {
+    const { reads, carried, results } = await readsAfterWakeUp('too-big', 70 * 1024);
+    expect(runsOf(await settle(), 'too-big')).toHaveLength(1);
+    expect(carried).toBe(false);
+    expect(reads).toBe(WORKERS - 1);
+    expect(results).toHaveLength(WORKERS * CALLERS);
+    expect(results.every((r) => r.value.padBytes === 70 * 1024)).toBe(true);
   }, 60_000);
 
   it('a stale key: exactly one refresh in the fleet, every caller answered with the stale value before it finished', async () => {

@@ -5,6 +5,8 @@ export interface Built {
   readonly pid: number;
   readonly startedAt: number;
   readonly finishedAt: number;
+  /** The length of the padding the value was built with (the padding stays in the worker). */
+  readonly padBytes?: number;
 }
 
 /** What the parent asks a worker to do. */
@@ -21,6 +23,8 @@ export type CacheCommand =
       /** Seconds fresh and seconds of grace, passed to getOrSet. */
       readonly ttl: number;
       readonly grace: number;
+      /** Pads the built value with this many bytes. */
+      readonly padBytes?: number;
     }
   /**
    * Reads `key` every `everyMs` for `forMs` with `earlyRefresh: beta` (0: off) and `grace: 0`, and

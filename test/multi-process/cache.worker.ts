@@ -20,7 +20,14 @@ const built: { key: string; at: number }[] = [];
 class Reports {
   constructor(@Inject(BufferCache) private readonly cache: BufferCache) {}
 
-  report(key: string, buildMs: number, ttl: number, grace: number, beta = 0): Promise<Built> {
+  report(
+    key: string,
+    buildMs: number,
+    ttl: number,
+    grace: number,
+    beta = 0,
+    padBytes = 0,
+  ): Promise<Built & { pad?: string }> {
     return this.cache.getOrSet(
       key,
       async () => {
@@ -34,7 +41,8 @@ class Reports {
         send({ started: key, pid: process.pid });
         await new Promise((r) => setTimeout(r, buildMs));
         run.finishedAt = Date.now();
-        return { pid: process.pid, startedAt: run.startedAt, finishedAt: run.finishedAt };
+        const made = { pid: process.pid, startedAt: run.startedAt, finishedAt: run.finishedAt };
+        return padBytes > 0 ? { ...made, pad: 'x'.repeat(padBytes) } : made;
       },
       { ttl, grace, earlyRefresh: beta > 0 ? beta : false },
     );
@@ -105,11 +113,12 @@ async function handle(command: CacheCommand): Promise<void> {
     cache.off('miss', counted);
     return send({ id: command.id, reads, misses });
   }
-  const { key, buildMs, ttl, grace } = command;
+  const { key, buildMs, ttl, grace, padBytes } = command;
   const results = await Promise.all(
     Array.from({ length: command.callers }, async () => {
-      const value = await reports.report(key, buildMs, ttl, grace);
-      return { value, answeredAt: Date.now() };
+      const { pad, ...value } = await reports.report(key, buildMs, ttl, grace, 0, padBytes);
+      const answeredAt = Date.now();
+      return { value: pad === undefined ? value : { ...value, padBytes: pad.length }, answeredAt };
     }),
   );
   send({ id: command.id, results });

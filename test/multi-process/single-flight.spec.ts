@@ -129,6 +129,45 @@ for (const [name, start] of Object.entries(backends)) {
       }
     }, 120_000);
 
+    it('3 processes on one cold key, share: true: the waiting processes take the result from the wake-up and read nothing after it', async () => {
+      const monitors = await Promise.all(backend.nodes.map((node) => node.monitor()));
+      const seen: string[][] = [];
+      for (const monitor of monitors) {
+        monitor.on('monitor', (_time: string, args: unknown[], source: string) => {
+          seen.push([source, ...args.map(String)]);
+        });
+      }
+      let replies: Result[];
+      try {
+        replies = await Promise.all(
+          workers.map((w) =>
+            w.ask<Result>({ cmd: 'flight', key: 'carried', callers: 50, buildMs: 300 }),
+          ),
+        );
+        await Promise.all(backend.nodes.map((node) => node.ping()));
+        await new Promise((r) => setTimeout(r, 100));
+      } finally {
+        for (const monitor of monitors) monitor.disconnect();
+      }
+      expect(replies.reduce((sum, r) => sum + r.runs, 0)).toBe(1);
+      const leader = replies.flatMap((r) => r.results)[0]!.value;
+      expect(
+        replies
+          .flatMap((r) => r.results)
+          .every(({ value }) => value.startedAt === leader.startedAt),
+      ).toBe(true);
+      if (!backend.wakes) return;
+      const wake = seen.findIndex(
+        ([source, command]) => source === 'lua' && command === 'SPUBLISH',
+      );
+      expect(wake).toBeGreaterThan(-1);
+      expect(seen[wake]![3]!.startsWith('=r')).toBe(true);
+      const resultReads = seen
+        .slice(wake + 1)
+        .filter(([, command, key]) => command?.toUpperCase() === 'GET' && key!.endsWith(':result'));
+      expect(resultReads).toEqual([]);
+    }, 120_000);
+
     it('fencing numbers strictly increase across processes', async () => {
       const fences: number[] = [];
       for (let round = 0; round < 5; round++) {

@@ -35,7 +35,10 @@ function releaseWait(client: Redis, idleMs: number): ReleaseWait {
 const polling: Waiter = {
   waitForRelease: (_key, deadline) =>
     new Promise((r) =>
-      setTimeout(r, Math.min(50 * (0.8 + Math.random() * 0.4), deadline - Date.now())),
+      setTimeout(
+        () => r(undefined),
+        Math.min(50 * (0.8 + Math.random() * 0.4), deadline - Date.now()),
+      ),
     ),
 };
 

@@ -1,0 +1,205 @@
+import type { Redis } from 'ioredis';
+import { Keyv } from 'keyv';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  BufferCache,
+  RedisLockService,
+  SingleFlightEngine,
+  type ResultSerializer,
+} from '../../lib/index.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+
+/**
+ * When a build ends, the release's wake-up carries the entry (up to 64 KiB): a worker that waited
+ * answers from the message, with no read. Two workers here are two services on clients of their
+ * own, on one real redis-server; MONITOR shows what each of them sends.
+ */
+
+const silent = { log() {}, warn() {}, error() {} };
+const BUILD_MS = 150;
+
+let server: RedisServer;
+beforeAll(async () => {
+  server = await startRedis();
+});
+afterAll(() => server.stop());
+
+interface Worker {
+  readonly client: Redis;
+  readonly lock: RedisLockService;
+  readonly engine: SingleFlightEngine;
+  readonly cache: BufferCache;
+}
+
+function worker(namespace: string, store?: object, serializer?: ResultSerializer): Worker {
+  const client = server.client();
+  const lock = new RedisLockService({ redis: client, namespace });
+  const engine = new SingleFlightEngine({ lock, options: { logger: silent, serializer } });
+  const cache = new BufferCache({ lock, engine, store, options: { logger: silent } });
+  return { client, lock, engine, cache };
+}
+
+/** What MONITOR saw while `during` ran: each command with the address it came from. */
+async function watched(during: () => Promise<void>): Promise<{ source: string; args: string[] }[]> {
+  const monitor = await server.client().monitor();
+  const seen: { source: string; args: string[] }[] = [];
+  monitor.on('monitor', (_time: string, args: unknown[], source: string) => {
+    seen.push({ source, args: args.map(String) });
+  });
+  try {
+    await during();
+    // MONITOR shows a command once it ran: a PING behind the others is shown after them.
+    await server.client().ping();
+    await new Promise((r) => setTimeout(r, 50));
+  } finally {
+    monitor.disconnect();
+  }
+  return seen;
+}
+
+/** The wake-ups published on `channel`, as the subscribers got them. */
+async function wakeUps(channel: string): Promise<{ texts: string[]; stop: () => void }> {
+  const subscriber = server.client();
+  const texts: string[] = [];
+  subscriber.on('smessage', (_channel: string, text: string) => void texts.push(text));
+  await subscriber.ssubscribe(channel);
+  return { texts, stop: () => subscriber.disconnect() };
+}
+
+const addressOf = (client: Redis): string =>
+  `${client.stream.localAddress}:${client.stream.localPort}`;
+
+/** The commands `client` sent after the release's SPUBLISH. */
+function sentAfterRelease(seen: { source: string; args: string[] }[], client: Redis): string[][] {
+  const released = seen.findIndex((c) => c.args[0]?.toLowerCase() === 'spublish');
+  expect(released).toBeGreaterThan(-1);
+  return seen.slice(released + 1).flatMap((c) => (c.source === addressOf(client) ? [c.args] : []));
+}
+
+const slowBuild =
+  <T>(value: T) =>
+  async (): Promise<T> => {
+    await new Promise((r) => setTimeout(r, BUILD_MS));
+    return value;
+  };
+
+describe('a waiting worker answers from the wake-up', () => {
+  it('the entry rides the release: the waiter gets the value and reads nothing after it', async () => {
+    const [a, b] = [worker('wake:entry:'), worker('wake:entry:')];
+    await Promise.all([a.cache.get('warm'), b.cache.get('warm')]);
+    const wake = await wakeUps(a.lock.redisKey('report'));
+    let builds = 0;
+    const factory = (): Promise<{ rows: number[] }> => {
+      builds++;
+      return slowBuild({ rows: [1, 2, 3] })();
+    };
+    let answers: unknown[] = [];
+    const seen = await watched(async () => {
+      const first = a.cache.getOrSet('report', factory, { ttl: 60 });
+      await new Promise((r) => setTimeout(r, BUILD_MS / 3));
+      answers = await Promise.all([first, b.cache.getOrSet('report', factory, { ttl: 60 })]);
+    });
+    wake.stop();
+    expect(builds).toBe(1);
+    expect(answers).toEqual([{ rows: [1, 2, 3] }, { rows: [1, 2, 3] }]);
+    expect(sentAfterRelease(seen, b.client)).toEqual([]);
+    expect(wake.texts).toHaveLength(1);
+    expect(wake.texts[0]).toMatch(/^=e\d+:\d+:\d+:\{"rows":\[1,2,3\]\}$/);
+  });
+
+  it('an entry over 64 KiB is not carried: the wake-up says "read it" and the waiter reads once', async () => {
+    const [a, b] = [worker('wake:big:'), worker('wake:big:')];
+    await Promise.all([a.cache.get('warm'), b.cache.get('warm')]);
+    const wake = await wakeUps(a.lock.redisKey('big'));
+    const big = 'x'.repeat(70 * 1024);
+    let answers: unknown[] = [];
+    const seen = await watched(async () => {
+      const first = a.cache.getOrSet('big', slowBuild(big), { ttl: 60 });
+      await new Promise((r) => setTimeout(r, BUILD_MS / 3));
+      answers = await Promise.all([
+        first,
+        b.cache.getOrSet('big', slowBuild('other'), { ttl: 60 }),
+      ]);
+    });
+    wake.stop();
+    expect(answers).toEqual([big, big]);
+    expect(wake.texts).toHaveLength(1);
+    expect(wake.texts[0]!.startsWith('=')).toBe(false);
+    const reads = sentAfterRelease(seen, b.client).filter((args) => /^eval/i.test(args[0]!));
+    expect(reads).toHaveLength(1);
+  });
+
+  it('with a store of its own (Keyv) the entry rides the release too: the waiter reads no store', async () => {
+    const keyv = new Keyv();
+    let storeReads = 0;
+    const get = keyv.get.bind(keyv);
+    const counted = Object.assign(keyv, {
+      get: (...args: Parameters<typeof get>) => {
+        storeReads++;
+        return get(...args);
+      },
+    });
+    const [a, b] = [worker('wake:keyv:', counted), worker('wake:keyv:', counted)];
+    const first = a.cache.getOrSet('report', slowBuild({ n: 7 }), { ttl: 60 });
+    await new Promise((r) => setTimeout(r, BUILD_MS / 3));
+    const readsBeforeB = storeReads;
+    const second = b.cache.getOrSet('report', slowBuild({ n: 8 }), { ttl: 60 });
+    expect(await Promise.all([first, second])).toEqual([{ n: 7 }, { n: 7 }]);
+    // B's own lookup, and nothing after the wake-up.
+    expect(storeReads - readsBeforeB).toBe(1);
+    expect(await keyv.get('buffer:cache:report')).toMatch(/^\d+:\d+:\d+:\{"n":7\}$/);
+  });
+
+  it('a waiter whose subscriber connection was killed during the build reads the entry instead', async () => {
+    const [a, b] = [worker('wake:lost:'), worker('wake:lost:')];
+    await Promise.all([a.cache.get('warm'), b.cache.get('warm')]);
+    let builds = 0;
+    const factory = (): Promise<string> => {
+      builds++;
+      return slowBuild('built once')();
+    };
+    const first = a.cache.getOrSet('report', factory, { ttl: 60 });
+    await new Promise((r) => setTimeout(r, BUILD_MS / 4));
+    const second = b.cache.getOrSet('report', factory, { ttl: 60 });
+    await new Promise((r) => setTimeout(r, BUILD_MS / 4));
+    const killed = Number(await server.client().call('CLIENT', 'KILL', 'TYPE', 'pubsub'));
+    expect(killed).toBeGreaterThan(0);
+    expect(await Promise.all([first, second])).toEqual(['built once', 'built once']);
+    expect(builds).toBe(1);
+  });
+});
+
+describe('a waiting worker answers from the wake-up with share: true', () => {
+  it('the shared result rides the release: the waiter gets it and reads nothing after it', async () => {
+    const [a, b] = [worker('wake:share:'), worker('wake:share:')];
+    const wake = await wakeUps(a.lock.redisKey('nightly'));
+    let runs = 0;
+    const work = (): Promise<{ total: number }> => {
+      runs++;
+      return slowBuild({ total: 42 })();
+    };
+    let answers: unknown[] = [];
+    const seen = await watched(async () => {
+      const first = a.engine.run('nightly', work, { share: true });
+      await new Promise((r) => setTimeout(r, BUILD_MS / 3));
+      answers = await Promise.all([first, b.engine.run('nightly', work, { share: true })]);
+    });
+    wake.stop();
+    expect(runs).toBe(1);
+    expect(answers).toEqual([{ total: 42 }, { total: 42 }]);
+    expect(wake.texts).toEqual(['=r{"total":42}']);
+    expect(sentAfterRelease(seen, b.client)).toEqual([]);
+  });
+
+  it('a cache entry and a shared result of the same lock key are never taken for one another', async () => {
+    // B's serializer takes any text for a value: only the wake-up's mark tells an entry apart.
+    const anyText: ResultSerializer = { serialize: String, deserialize: (text) => text };
+    const [a, b] = [worker('wake:mixed:'), worker('wake:mixed:', undefined, anyText)];
+    // A's cache build holds the key's lock; B's shared run waits on it, hears the entry's
+    // wake-up, which is no shared result, and runs itself once the lock is free.
+    const cached = a.cache.getOrSet('mixed', slowBuild('the entry'), { ttl: 60 });
+    await new Promise((r) => setTimeout(r, BUILD_MS / 3));
+    const shared = b.engine.run('mixed', slowBuild('the result'), { share: true });
+    expect(await Promise.all([cached, shared])).toEqual(['the entry', 'the result']);
+  });
+});
