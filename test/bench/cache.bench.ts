@@ -2,7 +2,9 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import type { Redis } from 'ioredis';
+import { medianRound, servedOrder, writeChart, type Chart } from './chart.js';
 import {
+  connectionPorts,
   mailbox,
   commandDelta,
   commandStats,
@@ -12,6 +14,8 @@ import {
   fmtRatio,
   interleave,
   median,
+  monitorCommands,
+  type MonitoredCommands,
   processCpuSeconds,
   selected,
   sleep,
@@ -254,6 +258,8 @@ interface Round {
   readonly lastAfterBuild: number;
   readonly errors: number;
   readonly firstError?: string;
+  /** Every caller's latency, for the charts. */
+  readonly latencies: readonly number[];
 }
 
 function summarizeRound(
@@ -262,7 +268,8 @@ function summarizeRound(
   after: Map<string, number>,
 ): Round {
   const delta = commandDelta(before, after);
-  const latencies = summarize(results.flatMap((r) => r.latencies));
+  const all = results.flatMap((r) => r.latencies);
+  const latencies = summarize(all);
   const buildEnds = results.flatMap((r) => r.buildEnds);
   const lastServed = Math.max(...results.map((r) => r.lastServed));
   const readCommands = results.reduce((n, r) => n + r.reads * r.commandsPerRead, 0);
@@ -278,6 +285,42 @@ function summarizeRound(
     lastAfterBuild: buildEnds.length ? lastServed - Math.max(...buildEnds) : Number.NaN,
     errors: results.reduce((n, r) => n + r.errors, 0),
     firstError: results.find((r) => r.firstError)?.firstError,
+    latencies: all,
+  };
+}
+
+/** Client commands (round trips) of the worker processes that did not run the build. */
+interface WaitingTrips {
+  readonly processes: number;
+  readonly mean: number;
+  readonly max: number;
+  /** Client commands whose source port was no worker's connection at the end of the round. */
+  readonly unattributed: number;
+}
+
+/**
+ * Gives each client command MONITOR saw to the worker whose connection sent it (`ports[i]`: the
+ * local ports of worker i's connections to Redis), and sums them for the workers that ran no build.
+ */
+function waitingTrips(
+  seen: MonitoredCommands,
+  results: readonly CacheRound[],
+  ports: readonly ReadonlySet<number>[],
+): WaitingTrips {
+  const perWorker = ports.map(() => 0);
+  let unattributed = 0;
+  for (const [source, calls] of seen.bySource) {
+    const port = Number(source.slice(source.lastIndexOf(':') + 1));
+    const owner = ports.findIndex((own) => own.has(port));
+    if (owner < 0) unattributed += calls;
+    else perWorker[owner]! += calls;
+  }
+  const waiting = perWorker.filter((_, i) => results[i]!.builds === 0);
+  return {
+    processes: waiting.length,
+    mean: waiting.reduce((a, b) => a + b, 0) / waiting.length,
+    max: Math.max(...waiting),
+    unattributed,
   };
 }
 
@@ -326,6 +369,21 @@ async function stampedes(context: BenchContext): Promise<void> {
         (strategy, summary) => of(mode, strategy).push(summary),
       );
     }
+    // One more cold round each under MONITOR (not timed): the round trips of the waiting workers.
+    const trips = new Map<string, WaitingTrips>();
+    for (const strategy of strategies) {
+      report.progress(`cache stampede: cold, ${strategy}, counting round trips with MONITOR`);
+      const key = `cache:cold:${serial++}:${Date.now()}`;
+      let done: CacheRound[] = [];
+      let ports: Set<number>[] = [];
+      const seen = await monitorCommands(redis, async () => {
+        for (const w of workers) w.process.send({ type: 'go', strategy, key, mode: 'cold' });
+        done = (await Promise.all(workers.map((w) => w.next('done')))).map((d) => d.result);
+        await sleep(SETTLE_MS);
+        ports = workers.map((w) => connectionPorts(w.process.pid!, redis.port));
+      });
+      trips.set(strategy, waitingTrips(seen, done, ports));
+    }
 
     const m = (rs: readonly Round[], pick: (r: Round) => number): number => median(rs.map(pick));
     const errorText = (rs: readonly Round[]): string => {
@@ -339,9 +397,44 @@ async function stampedes(context: BenchContext): Promise<void> {
           ? [strategy, 'not run (--filter)']
           : undefined;
 
+    const tripText = (strategy: string): string => {
+      const t = trips.get(strategy)!;
+      const lost = t.unattributed ? `; ${t.unattributed} unattributed` : '';
+      return t.processes === 0
+        ? `– (every process built${lost})`
+        : `${fmt(t.mean, 1)} (max ${t.max}, ${t.processes} processes${lost})`;
+    };
+    const chartOf = (
+      mode: CacheMode,
+      file: string,
+      name: string,
+      yScale: Chart['yScale'],
+    ): string => {
+      const chart = writeChart(
+        context,
+        file,
+        {
+          title: `${name}: ${WORKERS} processes × ${callers} callers, one key, ${buildMs} ms build`,
+          xLabel: 'callers served, % of all (in the order they were served)',
+          yLabel: 'latency from the go signal, ms',
+          yScale,
+          series: strategies.map((strategy) =>
+            servedOrder(
+              strategy,
+              medianRound(of(mode, strategy)).latencies,
+              strategy === 'BufferCache.getOrSet',
+            ),
+          ),
+        },
+        `The chart: each strategy's median round by p99, its ${WORKERS * callers} callers sorted ` +
+          `by latency (every caller starts at the go signal, so this is the order in which they ` +
+          `were served).`,
+      );
+      return chart && `\n${chart}`;
+    };
     const coldRows = CACHE_STRATEGIES.map((strategy) => {
       const absent = missing(strategy);
-      if (absent) return [...absent, '', '', '', '', '', '', '', ''];
+      if (absent) return [...absent, '', '', '', '', '', '', '', '', ''];
       const rs = of('cold', strategy);
       return [
         strategy,
@@ -351,6 +444,7 @@ async function stampedes(context: BenchContext): Promise<void> {
         )} (max ${Math.max(...rs.map((r) => r.builds))})`,
         fmtInt(m(rs, (r) => r.commands)),
         fmt(m(rs, (r) => r.beyondReads) / WORKERS, 1),
+        tripText(strategy),
         rs[rs.length - 1]!.busiest,
         fmt(
           m(rs, (r) => r.p50),
@@ -416,7 +510,12 @@ async function stampedes(context: BenchContext): Promise<void> {
         `commandstats\`, commands inside scripts counted too); "beyond reads" leaves out the ` +
         `callers' own cache reads (one GET each, or for BufferCache one EVALSHA and the GET it ` +
         `runs per store read: overlapping lookups of one key in a process share a read), counted ` +
-        `in the workers; the re-read under the lock counts as beyond. Latency is ` +
+        `in the workers; the re-read under the lock counts as beyond. Round trips per waiting ` +
+        `process: one more cold round per strategy under MONITOR (not timed), the commands ` +
+        `clients sent (not those a script ran), each given to the worker whose connection sent ` +
+        `it (MONITOR's source port against the local ports of each worker's connections to ` +
+        `Redis, read from /proc at the end of the round), averaged over the workers whose factory ` +
+        `did not run in that round ("–" when every worker built). Latency is ` +
         `per caller from the go signal; "last served" is ms from the end of the last build to the ` +
         `last answer.\n\n` +
         table(
@@ -425,6 +524,7 @@ async function stampedes(context: BenchContext): Promise<void> {
             'builds',
             'Redis cmds',
             'cmds/process beyond reads',
+            'round trips/waiting process (MONITOR)',
             'busiest commands',
             'p50 ms',
             'p99 ms',
@@ -433,7 +533,8 @@ async function stampedes(context: BenchContext): Promise<void> {
             'errors',
           ],
           coldRows,
-        ),
+        ) +
+        chartOf('cold', 'chart-cache-cold.svg', 'Cold stampede', 'linear'),
     );
     report.add(
       `### Stale stampede\n\n` +
@@ -461,7 +562,8 @@ async function stampedes(context: BenchContext): Promise<void> {
             'errors',
           ],
           staleRows,
-        ),
+        ) +
+        chartOf('stale', 'chart-cache-stale.svg', 'Stale stampede', 'log'),
     );
 
     const name = 'BufferCache.getOrSet';
@@ -486,6 +588,34 @@ async function stampedes(context: BenchContext): Promise<void> {
       `cold stampede: p99 ≤ build + 15 ms (${buildMs + 15} ms)`,
       `${fmt(coldP99, 1)} ms`,
       coldP99 <= buildMs + 15,
+    );
+    target(
+      `cold stampede: p99 ≤ build + 10 ms (${buildMs + 10} ms)`,
+      `${fmt(coldP99, 1)} ms`,
+      coldP99 <= buildMs + 10,
+    );
+    const wrap = 'cache-manager wrap()';
+    const wrapP99 = strategies.includes(wrap) ? m(of('cold', wrap), (r) => r.p99) : undefined;
+    target(
+      'cold stampede: p99 ≤ cache-manager wrap() p99 in the same run',
+      wrapP99 === undefined
+        ? (unavailable[wrap] ?? 'not run (--filter)')
+        : `${fmt(coldP99, 1)} ms vs ${fmt(wrapP99, 1)} ms`,
+      wrapP99 === undefined ? undefined : coldP99 <= wrapP99,
+    );
+    const coldLast = m(cold, (r) => r.lastAfterBuild);
+    target(
+      'cold stampede: last caller ≤ 3 ms after the build ends',
+      `${fmt(coldLast, 1)} ms`,
+      coldLast <= 3,
+    );
+    const ourTrips = trips.get(name)!;
+    target(
+      'cold stampede: ≤ 3 round trips per waiting process',
+      ourTrips.processes
+        ? `${fmt(ourTrips.mean, 1)} (max ${ourTrips.max}; MONITOR, one round)`
+        : 'no waiting process',
+      ourTrips.processes ? ourTrips.max <= 3 : undefined,
     );
     const staleMax = Math.max(...stale.map((r) => r.builds));
     target(

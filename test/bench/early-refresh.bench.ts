@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { BufferCache, RedisLockService, SingleFlightEngine } from '../../lib/index.js';
+import { MAX_POINTS, slowestOverTime, writeChart, type Series } from './chart.js';
 import {
   fmt,
   fmtInt,
@@ -30,6 +31,9 @@ interface Row {
   readonly maxConcurrent: number;
   readonly p50: number;
   readonly p99: number;
+  /** Per read, in the order they ended: its latency (ms) and when it ended (s after the start). */
+  readonly latencies: readonly number[];
+  readonly servedAt: readonly number[];
 }
 
 /**
@@ -66,6 +70,8 @@ async function hotKey(context: BenchContext, at: Case, windows: number): Promise
     let met = 0;
     for (const { cache } of parts) cache.on('miss', () => met++);
     const samples: number[] = [];
+    const servedAt: number[] = [];
+    const begin = performance.now();
     const end = Date.now() + windows * TTL_S * 1000;
     await Promise.all(
       parts.flatMap(({ cache }) =>
@@ -73,15 +79,27 @@ async function hotKey(context: BenchContext, at: Case, windows: number): Promise
           while (Date.now() < end) {
             const started = performance.now();
             await cache.getOrSet('hot', factory, options);
-            samples.push(performance.now() - started);
+            const now = performance.now();
+            samples.push(now - started);
+            servedAt.push((now - begin) / 1000);
             await sleep(EVERY_MS);
           }
         }),
       ),
     );
+    // oxlint-disable-next-line no-unmodified-loop-condition -- the factories still running change it
     while (running > 0) await sleep(10);
     const { p50, p99 } = summarize(samples);
-    return { reads: samples.length, met, builds, maxConcurrent, p50, p99 };
+    return {
+      reads: samples.length,
+      met,
+      builds,
+      maxConcurrent,
+      p50,
+      p99,
+      latencies: samples,
+      servedAt,
+    };
   } finally {
     for (const { client, engine } of parts) {
       engine.close();
@@ -102,8 +120,10 @@ async function earlyRefresh(context: BenchContext): Promise<void> {
     },
   ];
   const rows: string[][] = [];
+  const series: Series[] = [];
   for (const at of cases) {
     const row = await hotKey(context, at, windows);
+    series.push(slowestOverTime(at.label, row.servedAt, row.latencies, at.earlyRefresh !== false));
     rows.push([
       at.label,
       fmtInt(row.reads),
@@ -115,6 +135,21 @@ async function earlyRefresh(context: BenchContext): Promise<void> {
       fmt(row.p99, 2),
     ]);
   }
+  const chart = writeChart(
+    context,
+    'chart-early-refresh.svg',
+    {
+      title: `Early refresh: one hot key, ttl ${TTL_S} s, ${2 * READERS} read loops, ${BUILD_MS} ms build`,
+      xLabel: 's since the reads began (when each read was served)',
+      yLabel: 'slowest read in each slice of time, ms',
+      yScale: 'log',
+      series,
+    },
+    `The chart: each case's one run, cut into ${MAX_POINTS} slices of time ` +
+      `(${fmt((windows * TTL_S * 1000) / MAX_POINTS, 0)} ms each); each point is the slowest read ` +
+      `served in its slice, so a read that met an expiry shows as a spike (one a ttl with ` +
+      `earlyRefresh off).`,
+  );
   context.report.add(
     `## 9. Early refresh\n\n` +
       `One hot key, read by ${READERS} loops in each of two caches on clients of their own (two ` +
@@ -134,7 +169,8 @@ async function earlyRefresh(context: BenchContext): Promise<void> {
           'p99 ms',
         ],
         rows,
-      ),
+      ) +
+      (chart && `\n${chart}`),
   );
 }
 

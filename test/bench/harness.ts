@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
@@ -22,6 +22,8 @@ export interface BenchContext {
   readonly baseline?: Baseline;
   /** `--rounds`: rounds of the lock micro-benchmark (default 15, `--quick` 1). */
   readonly rounds?: number;
+  /** Where charts go: beside the results file (test/bench/, or .build/ for a quick run). */
+  readonly chartDir: string;
 }
 
 /** Whether `name` passes `--filter` (no filter: everything does). */
@@ -183,6 +185,8 @@ export interface MonitoredCommands {
   readonly fromClients: number;
   readonly inScripts: number;
   readonly byCommand: ReadonlyMap<string, number>;
+  /** Commands sent by clients, per client address (`ip:port`, MONITOR's source field). */
+  readonly bySource: ReadonlyMap<string, number>;
 }
 
 /**
@@ -199,6 +203,7 @@ export async function monitorCommands(
   const monitor = await fenceClient.monitor();
   const fence = `bench-fence-${Date.now()}`;
   const byCommand = new Map<string, number>();
+  const bySource = new Map<string, number>();
   let fromClients = 0;
   let inScripts = 0;
   let fenced: (() => void) | undefined;
@@ -207,7 +212,10 @@ export async function monitorCommands(
     const name = String(args[0]).toLowerCase();
     if (name === 'echo' && args[1] === fence) return fenced?.();
     if (source === 'lua') inScripts++;
-    else fromClients++;
+    else {
+      fromClients++;
+      bySource.set(source, (bySource.get(source) ?? 0) + 1);
+    }
     byCommand.set(name, (byCommand.get(name) ?? 0) + 1);
   });
   await during();
@@ -216,7 +224,7 @@ export async function monitorCommands(
   await seenFence;
   monitor.disconnect();
   fenceClient.disconnect();
-  return { fromClients, inScripts, byCommand };
+  return { fromClients, inScripts, byCommand, bySource };
 }
 
 /** `get:4 evalsha:2`, busiest first. */
@@ -254,6 +262,37 @@ export function processCpuSeconds(pid: number): number {
   } catch {
     return Number.NaN;
   }
+}
+
+/**
+ * The local ports of a process's open TCP connections to `remotePort`, from /proc on Linux (none
+ * elsewhere): MONITOR names a command's client by that port, so this tells which process sent it.
+ */
+export function connectionPorts(pid: number, remotePort: number): Set<number> {
+  const ports = new Set<number>();
+  const sockets = new Set<string>();
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        const socket = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        if (socket) sockets.add(socket[1]!);
+      } catch {
+        // closed since the directory was read
+      }
+    }
+    for (const family of ['tcp', 'tcp6']) {
+      // sl local_address:port rem_address:port st tx:rx tr:when retrnsmt uid timeout inode …
+      for (const line of readFileSync(`/proc/${pid}/net/${family}`, 'utf8').split('\n').slice(1)) {
+        const fields = line.trim().split(/\s+/);
+        if (fields.length < 10 || !sockets.has(fields[9]!)) continue;
+        if (parseInt(fields[2]!.split(':')[1]!, 16) !== remotePort) continue;
+        ports.add(parseInt(fields[1]!.split(':')[1]!, 16));
+      }
+    }
+  } catch {
+    // not Linux, or the process is gone: no ports
+  }
+  return ports;
 }
 
 /** The machine's CPU time so far, in clock ticks: all of it, and the part stolen (see below). */

@@ -106,7 +106,16 @@ async function main(): Promise<number> {
       // Node alone takes about 17 s to start under valgrind: a quick run that must stay under a
       // minute leaves the instruction counts out unless asked (--only=instructions; CI does).
       if (quick && !only && section === instructionsSection) continue;
-      const context: BenchContext = { quick, redis, report, filter, soakMinutes, baseline, rounds };
+      const context: BenchContext = {
+        quick,
+        redis,
+        report,
+        filter,
+        soakMinutes,
+        baseline,
+        rounds,
+        chartDir: dirname(out),
+      };
       const sectionStart = { ticks: cpuTicks(), at: Date.now() };
       try {
         await section.run(context);

@@ -1,5 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { medianRound, servedOrder, writeChart } from './chart.js';
 import {
   mailbox,
   commandDelta,
@@ -66,6 +67,8 @@ interface RoundSummary {
   readonly lastAfterBuild: number;
   readonly errors: number;
   readonly firstError?: string;
+  /** Every caller's latency, for the chart. */
+  readonly latencies: readonly number[];
 }
 
 function summarizeRound(
@@ -73,7 +76,8 @@ function summarizeRound(
   commands: number,
   text: string,
 ): RoundSummary {
-  const latencies = summarize(results.flatMap((r) => r.latencies));
+  const all = results.flatMap((r) => r.latencies);
+  const latencies = summarize(all);
   const buildEnds = results.flatMap((r) => r.buildEnds);
   const lastServed = Math.max(...results.map((r) => r.lastServed));
   return {
@@ -86,6 +90,7 @@ function summarizeRound(
     lastAfterBuild: buildEnds.length ? lastServed - Math.max(...buildEnds) : Number.NaN,
     errors: results.reduce((n, r) => n + r.errors, 0),
     firstError: results.find((r) => r.firstError)?.firstError,
+    latencies: all,
   };
 }
 
@@ -183,6 +188,27 @@ export const stampedeSection: BenchSection = {
           )}${errors ? ` (${errors} errors: ${mine.find((r) => r.firstError)?.firstError?.slice(0, 70)})` : ''}`,
         ];
       });
+      const chart = writeChart(
+        context,
+        'chart-stampede.svg',
+        {
+          title: `Stampede: ${WORKERS} processes × ${callers} callers, one cold key, ${buildMs} ms build`,
+          xLabel: 'callers served, % of all (in the order they were served)',
+          yLabel: 'latency from the go signal, ms',
+          yScale: 'log',
+          series: strategies.map((strategy) =>
+            servedOrder(
+              strategy,
+              medianRound(results.get(strategy)!).latencies,
+              strategy.startsWith('@SingleFlight'),
+            ),
+          ),
+        },
+        `The chart: each strategy's median round by p99, its ${WORKERS * callers} callers ` +
+          `sorted by latency. Every caller starts at the go signal, so that is also the order in ` +
+          `which they were served: a flat line at the build time is a stampede absorbed, a ` +
+          `staircase is callers retrying a lock.`,
+      );
       report.add(
         `## 2. Stampede\n\n` +
           `${WORKERS} worker processes × ${callers} concurrent callers ask for one cold key; the ` +
@@ -213,7 +239,8 @@ export const stampedeSection: BenchSection = {
               'last served after build, ms',
             ],
             rows,
-          ),
+          ) +
+          (chart && `\n${chart}`),
       );
       const share = results.get('@SingleFlight share');
       if (!share) {
