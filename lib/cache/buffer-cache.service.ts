@@ -107,7 +107,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   /** The value of `key` while its entry may be served (fresh or within `grace`), else `undefined`. */
   async get<T = unknown>(key: string): Promise<T | undefined> {
     key = spaced(key);
-    const entry = await this.entries.lookup(key, this.lockKeyOf(key));
+    const { entry } = await this.entries.lookup(key, this.lockKeyOf(key));
     return entry && this.now() < entry.staleUntil ? (entry.value as T) : undefined;
   }
 
@@ -152,7 +152,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     settings: CacheSettings,
     trace: CacheTrace,
   ): Promise<CacheLookup<Awaited<T>>> {
-    const entry = await this.entries.lookup(key, lockKey);
+    const { entry, lockHeld } = await this.entries.lookup(key, lockKey);
     const now = this.now();
     if (entry && now < entry.freshUntil) {
       trace.role = 'hit';
@@ -180,8 +180,9 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       trace.built = false;
       return { value: built!.value as Awaited<T>, status: 'miss' };
     }
+    // A lock seen held is waited for before the first try: its build is running.
     const built = await this.builds.startPromise(lockKey, () =>
-      this.builder.build(key, lockKey, factory, settings, 'wait', trace),
+      this.builder.build(key, lockKey, factory, settings, 'wait', trace, { lockHeld }),
     );
     return { value: built!.value as Awaited<T>, status: 'miss' };
   }

@@ -1,4 +1,4 @@
-import { deleteKey, getValue, setValue } from '../redis/plain-commands.js';
+import { deleteKey, getValue, getValueOrPttl, setValue } from '../redis/plain-commands.js';
 import { hasMethods } from '../options/rules.js';
 import type { RedisScriptClient } from '../types/clients.js';
 
@@ -44,6 +44,12 @@ export class RedisCacheStore implements BufferCacheStore {
   get(key: string): Promise<string | null> {
     if (this.had) return getValue(this.had, key);
     return this.client().then((client) => getValue((this.had = client), key));
+  }
+
+  /** The entry's text, or when there is none the PTTL of `lockKey`, in one script. */
+  lookup(key: string, lockKey: string): Promise<string | number | null> {
+    if (this.had) return getValueOrPttl(this.had, key, lockKey);
+    return this.client().then((client) => getValueOrPttl((this.had = client), key, lockKey));
   }
 
   async set(key: string, value: string, ttlMs: number): Promise<unknown> {

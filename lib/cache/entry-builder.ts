@@ -28,6 +28,16 @@ export interface EntryBuilderParts extends CacheParts {
   readonly events: EventEmitter<BufferCacheEvents>;
 }
 
+/** How a build came about. */
+interface BuildContext {
+  /** A failed build's use of its lock (the back-off). */
+  readonly failed?: (guard: LockGuard) => Promise<void>;
+  /** The `freshUntil` an early refresh saw: only a newer entry skips the build. */
+  readonly seen?: number;
+  /** The lookup saw the key's lock held: wait for its release before the first try. */
+  readonly lockHeld?: boolean;
+}
+
 const MAX_BACKOFF_MS = 30_000;
 const SWEEP_MS = 5000;
 
@@ -53,8 +63,6 @@ export class EntryBuilder {
     return this.parts.options.traceKeys ? { keyHash, key, role } : { keyHash, role };
   }
 
-  // `failed`: a failed build's use of its lock (the back-off); `seen`: the `freshUntil` an early
-  // refresh saw, so that only a newer entry skips the build.
   async build(
     key: string,
     lockKey: string,
@@ -62,8 +70,7 @@ export class EntryBuilder {
     settings: CacheSettings,
     onBusy: 'wait' | 'skip',
     trace: CacheTrace,
-    failed?: (guard: LockGuard) => Promise<void>,
-    seen?: number,
+    { failed, seen, lockHeld }: BuildContext = {},
   ): Promise<Built | undefined> {
     const { engine, entries, now, events, options, messages } = this.parts;
     const { hardTimeout } = settings;
@@ -108,6 +115,7 @@ export class EntryBuilder {
       peek: fresh,
       release: (guard: LockGuard) => entries.writeAndRelease(guard, key, payload, settings),
       failed,
+      lockHeld,
     };
     const times: FlightTrace = { keyHash: trace.keyHash };
     let outcome: Built | undefined;
@@ -140,7 +148,10 @@ export class EntryBuilder {
     const hold = (guard: LockGuard): Promise<void> => this.holdAfterFailure(guard, lockKey);
     const trace = this.traceOf(key, lockKey, 'refresh');
     const refresh = traced(cacheChannel, trace, async () => {
-      const built = await this.build(key, lockKey, factory, settings, 'skip', trace, hold, seen);
+      const built = await this.build(key, lockKey, factory, settings, 'skip', trace, {
+        failed: hold,
+        seen,
+      });
       if (built === undefined) trace.outcome = 'skipped';
       return built;
     }).then(

@@ -25,6 +25,12 @@ export interface CacheEntry {
   readonly deltaMs: number;
 }
 
+/** A lookup's entry; on a miss in the built-in store, whether the key's lock was held then. */
+export interface Found {
+  readonly entry: CacheEntry | undefined;
+  readonly lockHeld: boolean;
+}
+
 /** What the cache's parts share. */
 export interface CacheParts {
   readonly lock: RedisLockService;
@@ -42,7 +48,7 @@ export class EntryStore {
   private readonly store: BufferCacheStore;
   private readonly builtIn: boolean;
   private readonly serializer: ResultSerializer;
-  private readonly reading = new Map<string, Promise<CacheEntry | undefined>>();
+  private readonly reading = new Map<string, Promise<Found>>();
 
   constructor(
     private readonly parts: CacheParts,
@@ -54,12 +60,17 @@ export class EntryStore {
     this.serializer = options.serializer ?? JSON_RESULT_SERIALIZER;
   }
 
-  /** Overlapping lookups of one key share one store read: a hot key is one read per round trip. */
-  lookup(key: string, lockKey: string): Promise<CacheEntry | undefined> {
+  /**
+   * Overlapping lookups of one key share one store read: a hot key is one read per round trip. On
+   * the built-in store, a miss reads its lock's state in the same script.
+   */
+  lookup(key: string, lockKey: string): Promise<Found> {
     const storeKey = this.keyOf(key, lockKey);
     const running = this.reading.get(storeKey);
     if (running) return running;
-    const read = this.read(key, lockKey);
+    const read = this.builtIn
+      ? this.lookupWithLock(storeKey, lockKey)
+      : this.read(key, lockKey).then((entry) => ({ entry, lockHeld: false }));
     this.reading.set(storeKey, read);
     const forget = (): void => void this.reading.delete(storeKey);
     void read.then(forget, forget);
@@ -79,7 +90,19 @@ export class EntryStore {
         // Unreadable here as in the store: read it, and say so there.
       }
     }
-    const stored = await this.guarded(() => this.store.get(this.keyOf(key, lockKey)));
+    return this.decoded(await this.guarded(() => this.store.get(this.keyOf(key, lockKey))));
+  }
+
+  private async lookupWithLock(storeKey: string, lockKey: string): Promise<Found> {
+    const store = this.store as RedisCacheStore;
+    const answer = await this.guarded(() => store.lookup(storeKey, lockKey));
+    // PTTL: -2 when the lock is free, -1 (no expiry) or more when it is held.
+    if (typeof answer === 'number') return { entry: undefined, lockHeld: answer >= -1 };
+    return { entry: this.decoded(answer), lockHeld: false };
+  }
+
+  /** A stored text as an entry; an unreadable one is a miss, logged. */
+  private decoded(stored: unknown): CacheEntry | undefined {
     if (stored === undefined || stored === null) return undefined;
     try {
       return this.decode(stored);

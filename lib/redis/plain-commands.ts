@@ -10,11 +10,34 @@ const SET_PX = luaScript(
 const DEL = luaScript(`return redis.call('DEL', KEYS[1])`, (redis, [key]) => redis.del(key!));
 const PTTL = luaScript(`return redis.call('PTTL', KEYS[1])`, (redis, [key]) => redis.pttl(key!));
 const PING = luaScript(`return redis.call('PING')`, () => 'PONG');
+// A cache entry, or when there is none its lock's PTTL (both keys in one slot): a miss tells
+// whether a build is running, with no round trip more.
+const ENTRY_OR_PTTL = luaScript(
+  `
+local entry = redis.call('GET', KEYS[1])
+if entry then
+  return entry
+end
+return redis.call('PTTL', KEYS[2])
+`,
+  (redis, [entry, lock]) => redis.get(entry!) ?? redis.pttl(lock!),
+);
 
 /** The string at `key`, or `null`. */
 export function getValue(client: RedisScriptClient, key: string): Promise<string | null> {
   return runScript(client, GET, [key], []).then((answer) =>
     typeof answer === 'string' ? answer : null,
+  );
+}
+
+/** The string at `key`, or else the PTTL of `lockKey` (a number); `null` for any other reply. */
+export function getValueOrPttl(
+  client: RedisScriptClient,
+  key: string,
+  lockKey: string,
+): Promise<string | number | null> {
+  return runScript(client, ENTRY_OR_PTTL, [key, lockKey], []).then((answer) =>
+    typeof answer === 'string' || typeof answer === 'number' ? answer : null,
   );
 }
 

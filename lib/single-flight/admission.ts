@@ -97,16 +97,21 @@ export class LockAdmission {
     this.recovery?.close();
   }
 
-  /** Rejects only with a LockBusyError, a RedisUnavailableError, or for the caller's bad input. */
+  /**
+   * Rejects only with a LockBusyError, a RedisUnavailableError, or for the caller's bad input.
+   * `lockHeld`: the caller saw the lock held, so a waiting call waits before its first try.
+   */
   async admit(
     cacheKey: string,
     redisKey: string | undefined,
     settings: SingleFlightSettings,
     peek?: Peek,
+    lockHeld = false,
   ): Promise<Admission> {
     const { lock, wait, results, log, messages } = this.parts;
     const deadline = Date.now() + settings.lockTimeout * 1000;
-    for (let first = true; ; first = false) {
+    const waitFirst = lockHeld && redisKey !== undefined && settings.onBusy === 'wait';
+    for (let first = !waitFirst; ; first = false) {
       if (!first) {
         // Only after a busy answer, so the key is known to be valid.
         const carried = await wait.waitForRelease(redisKey!, deadline);

@@ -18,6 +18,8 @@ export interface FlightHooks {
   readonly release?: (guard: LockGuard, value: unknown) => Promise<LockError | undefined>;
   /** Instead of the plain release, once the work threw. */
   readonly failed?: (guard: LockGuard, error: unknown) => Promise<void>;
+  /** The lock was seen held: a waiting call waits for its release before the first try. */
+  readonly lockHeld?: boolean;
 }
 
 export interface LockedRunParts {
@@ -77,7 +79,13 @@ export class LockedRun {
     trace?: FlightTrace,
   ): Promise<Awaited<T> | undefined> {
     const started = trace === undefined ? 0 : nowMs();
-    const admission = await this.parts.admission.admit(cacheKey, redisKey, settings, hooks?.peek);
+    const admission = await this.parts.admission.admit(
+      cacheKey,
+      redisKey,
+      settings,
+      hooks?.peek,
+      hooks?.lockHeld,
+    );
     if (trace !== undefined) noteAdmission(trace, admission, nowMs() - started);
     switch (admission.kind) {
       case 'skipped':

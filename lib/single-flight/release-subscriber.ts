@@ -15,6 +15,8 @@ import { asError } from '../messages/error-text.js';
 
 const DEFAULT_IDLE_MS = 1000;
 const DEFAULT_RETRY_MS = 1000;
+/** Subscriptions kept with no listener, at most: beyond, the oldest is ended at once. */
+const MAX_LINGERING = 1000;
 
 const NOT_SUBSCRIBED: Promise<boolean> = Promise.resolve(false);
 
@@ -34,7 +36,9 @@ interface Channel {
 
 /**
  * One pub/sub connection per client, shared by every key waited on in this process: a duplicate
- * of the client, made for the first listener and dropped after `idleMs` without one. A lost
+ * of the client, made for the first listener and dropped after `idleMs` without one. A channel's
+ * subscription outlives its last listener by `idleMs` too (the next wait on the key sends no
+ * SSUBSCRIBE; a connection that is dropped needs no SUNSUBSCRIBE). A lost
  * connection or message is never an error for a waiter: each keeps its own backstop timer.
  *
  * A refused SSUBSCRIBE (Redis 6, an ACL without `ssubscribe`) or a connection error or close makes
@@ -45,6 +49,8 @@ interface Channel {
 export class ReleaseSubscriber {
   private connection: SubscriberConnection | undefined;
   private readonly channels = new Map<string, Channel>();
+  /** Channels subscribed with no listener, oldest first, with when their last one left. */
+  private readonly lingering = new Map<string, number>();
   private idleTimer: NodeJS.Timeout | undefined;
   private readonly idleMs: number;
   private readonly retryMs: number;
@@ -77,8 +83,7 @@ export class ReleaseSubscriber {
     onMessage: (text?: string) => void,
     onError?: (error: Error) => void,
   ): Listening {
-    clearTimeout(this.idleTimer);
-    this.idleTimer = undefined;
+    this.lingering.delete(channel);
     let entry = this.channels.get(channel);
     if (!entry) {
       entry = { listeners: new Set(), subscribed: NOT_SUBSCRIBED, ok: false };
@@ -108,6 +113,7 @@ export class ReleaseSubscriber {
     clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
     this.channels.clear();
+    this.lingering.clear();
     const connection = this.connection;
     // Forgotten first: its own close event is no failure.
     this.connection = undefined;
@@ -138,22 +144,42 @@ export class ReleaseSubscriber {
   private leave(channel: string, listener: Listener): void {
     const entry = this.channels.get(channel);
     if (!entry?.listeners.delete(listener) || entry.listeners.size > 0) return;
+    this.lingering.set(channel, Date.now());
+    if (this.lingering.size > MAX_LINGERING) this.drop(this.lingering.keys().next().value!);
+    this.idleTimer ??= setTimeout(() => this.sweep(), this.idleMs).unref();
+  }
+
+  /** Ends the subscriptions idle for `idleMs`; with no listener left, the connection. */
+  private sweep(): void {
+    this.idleTimer = undefined;
+    const idleSince = Date.now() - this.idleMs;
+    if (this.lingering.size === this.channels.size) {
+      // Nothing listens: the connection goes once the last subscription is idle, with them all.
+      const newest = [...this.lingering.values()].pop() ?? 0;
+      if (newest <= idleSince) return this.close();
+      this.idleTimer = setTimeout(() => this.sweep(), newest - idleSince).unref();
+      return;
+    }
+    for (const [channel, since] of this.lingering) {
+      if (since > idleSince) break;
+      this.drop(channel);
+    }
+    if (this.lingering.size > 0)
+      this.idleTimer = setTimeout(() => this.sweep(), this.idleMs).unref();
+  }
+
+  private drop(channel: string): void {
+    const entry = this.channels.get(channel);
+    this.lingering.delete(channel);
     this.channels.delete(channel);
     const connection = this.connection;
-    if (connection) {
-      // Wait for SSUBSCRIBE's answer first, so SUNSUBSCRIBE cannot overtake it.
-      void entry.subscribed.then((ok) =>
-        ok && this.connection === connection && !this.channels.has(channel)
-          ? connection.sunsubscribe(channel).catch((error: unknown) => this.report(error))
-          : undefined,
-      );
-    }
-    if (this.channels.size === 0) {
-      this.idleTimer = setTimeout(() => {
-        if (this.channels.size === 0) this.close();
-      }, this.idleMs);
-      this.idleTimer.unref();
-    }
+    if (!entry || !connection) return;
+    // Wait for SSUBSCRIBE's answer first, so SUNSUBSCRIBE cannot overtake it.
+    void entry.subscribed.then((ok) =>
+      ok && this.connection === connection && !this.channels.has(channel)
+        ? connection.sunsubscribe(channel).catch((error: unknown) => this.report(error))
+        : undefined,
+    );
   }
 
   private connect(): SubscriberConnection {
@@ -196,6 +222,7 @@ export class ReleaseSubscriber {
   private reconnected(): void {
     if (this.failedAt === undefined) return;
     this.retryAt = 0;
+    this.forgetLingering();
     for (const [channel, entry] of this.channels) {
       if (entry.ok === false) entry.subscribed = this.subscribe(channel, entry);
     }
@@ -205,6 +232,7 @@ export class ReleaseSubscriber {
   private fail(error: unknown): void {
     this.failedAt = Date.now();
     this.retryAt = this.failedAt + this.retryMs;
+    this.forgetLingering();
     const entries = [...this.channels.values()];
     // A subscription confirmed before may be gone with the connection: the next listener renews it.
     for (const entry of entries) if (entry.ok === true) entry.ok = false;
@@ -214,6 +242,12 @@ export class ReleaseSubscriber {
       this.report(error, listeners);
     }
     for (const listener of listeners) listener.onMessage();
+  }
+
+  /** A subscription with no listener may be gone with a failed connection: it is not renewed. */
+  private forgetLingering(): void {
+    for (const channel of this.lingering.keys()) this.channels.delete(channel);
+    this.lingering.clear();
   }
 
   private report(error: unknown, listeners: readonly Listener[] = []): void {

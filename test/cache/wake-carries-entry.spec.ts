@@ -39,9 +39,15 @@ function worker(namespace: string, store?: object, serializer?: ResultSerializer
   return { client, lock, engine, cache };
 }
 
-/** What MONITOR saw while `during` ran: each command with the address it came from. */
+/**
+ * What MONITOR saw while `during` ran: each command with the address it came from. Started with
+ * the clients connected already: ioredis takes a command of another client that reaches MONITOR
+ * with its OK for a reply of its own.
+ */
 async function watched(during: () => Promise<void>): Promise<{ source: string; args: string[] }[]> {
-  const monitor = await server.client().monitor();
+  const base = server.client();
+  await base.ping();
+  const monitor = await base.monitor();
   const seen: { source: string; args: string[] }[] = [];
   monitor.on('monitor', (_time: string, args: unknown[], source: string) => {
     seen.push({ source, args: args.map(String) });
@@ -105,6 +111,24 @@ describe('a waiting worker answers from the wake-up', () => {
     expect(sentAfterRelease(seen, b.client)).toEqual([]);
     expect(wake.texts).toHaveLength(1);
     expect(wake.texts[0]).toMatch(/^=e\d+:\d+:\d+:\{"rows":\[1,2,3\]\}$/);
+  });
+
+  it('a miss whose lookup finds the build running takes no lock: it waits for the release at once', async () => {
+    const [a, b] = [worker('wake:held:'), worker('wake:held:')];
+    await Promise.all([a.cache.get('warm'), b.cache.get('warm')]);
+    const first = a.cache.getOrSet('report', slowBuild('built by a'), { ttl: 60 });
+    await new Promise((r) => setTimeout(r, BUILD_MS / 3));
+    let answer: unknown;
+    const seen = await watched(async () => {
+      answer = await b.cache.getOrSet('report', slowBuild('built by b'), { ttl: 60 });
+    });
+    await first;
+    expect(answer).toBe('built by a');
+    const sent = seen.filter((c) => c.source === addressOf(b.client)).map((c) => c.args[0]!);
+    // The lookup (the entry, or its lock's PTTL), then the check after subscribing: no SET NX.
+    expect(sent.map((name) => name.toLowerCase()).filter((name) => name === 'set')).toEqual([]);
+    expect(sent[0]!.toLowerCase()).toBe('evalsha');
+    expect(sent.length).toBeLessThanOrEqual(3);
   });
 
   it('an entry over 64 KiB is not carried: the wake-up says "read it" and the waiter reads once', async () => {
@@ -172,6 +196,7 @@ describe('a waiting worker answers from the wake-up', () => {
 describe('a waiting worker answers from the wake-up with share: true', () => {
   it('the shared result rides the release: the waiter gets it and reads nothing after it', async () => {
     const [a, b] = [worker('wake:share:'), worker('wake:share:')];
+    await Promise.all([a.client.ping(), b.client.ping()]);
     const wake = await wakeUps(a.lock.redisKey('nightly'));
     let runs = 0;
     const work = (): Promise<{ total: number }> => {

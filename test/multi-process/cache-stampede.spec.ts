@@ -106,7 +106,7 @@ async function readsAfterWakeUp(
   key: string,
   padBytes?: number,
 ): Promise<{ reads: number; carried: boolean; results: Answers['results'] }> {
-  const monitor = await server.client().monitor();
+  const monitor = await admin.monitor();
   const seen: string[][] = [];
   monitor.on('monitor', (_time: string, args: unknown[], source: string) => {
     seen.push([source, ...args.map(String)]);

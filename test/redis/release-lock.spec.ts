@@ -123,9 +123,11 @@ describe('release: the channel and the message are what the release sends anyway
     const [evalsha, evalCall] = client.calls;
     expect(evalsha!.args.slice(1)).toEqual([1, guard!.key, guard!.token]);
     expect(evalCall!.args.slice(1)).toEqual(evalsha!.args.slice(1));
-    // The script spells no channel and no message: it publishes on KEYS[1] with ARGV[1].
+    // The script spells no channel and no message: it publishes on KEYS[1] the token ARGV[1],
+    // or a payload it was given to carry.
     const source = evalCall!.args[0] as string;
-    expect(source).toContain("'SPUBLISH', KEYS[1], ARGV[1]");
+    expect(source).toContain('local wake = ARGV[1]');
+    expect(source).toContain("'SPUBLISH', KEYS[1], wake");
     expect(source).not.toContain(':release');
   });
 });

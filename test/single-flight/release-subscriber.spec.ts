@@ -85,6 +85,62 @@ describe('release subscriber: one lazy connection per process', () => {
     await until(async () => (await pubsubClients()) === before);
   });
 
+  it('keeps a channel subscribed for idleMs after its last waiter: the next wait on the key sends no SSUBSCRIBE', async () => {
+    const stats = server.client();
+    const ssubscribes = async (): Promise<number> =>
+      Number(/cmdstat_ssubscribe:calls=(\d+)/.exec(await stats.info('commandstats'))?.[1] ?? 0);
+    const subscriber = new ReleaseSubscriber(server.client(), { idleMs: 60_000 });
+    const a = subscriber.listen(releaseChannel('buffer:lock:linger'), () => {});
+    await a.ready;
+    a.close();
+    const before = await ssubscribes();
+    const b = subscriber.listen(releaseChannel('buffer:lock:linger'), () => {});
+    expect(await b.ready).toBe(true);
+    expect(await ssubscribes()).toBe(before);
+    b.close();
+    subscriber.close();
+  });
+
+  it('ends an idle channel subscription after idleMs while another key is still waited on', async () => {
+    const subscriber = new ReleaseSubscriber(server.client(), { idleMs: 100 });
+    const kept = subscriber.listen(releaseChannel('buffer:lock:kept'), () => {});
+    const idle = subscriber.listen(releaseChannel('buffer:lock:idle-one'), () => {});
+    await Promise.all([kept.ready, idle.ready]);
+    const channels = (): Promise<unknown> =>
+      server.client().call('PUBSUB', 'SHARDCHANNELS', 'buffer:lock:*');
+    idle.close();
+    expect(((await channels()) as string[]).toSorted()).toEqual([
+      'buffer:lock:idle-one',
+      'buffer:lock:kept',
+    ]);
+    await until(async () => ((await channels()) as string[]).length === 1);
+    expect(await channels()).toEqual(['buffer:lock:kept']);
+    kept.close();
+    subscriber.close();
+  });
+
+  it('keeps at most 1000 channels subscribed with no waiter: beyond, the oldest is ended at once', async () => {
+    const subscriber = new ReleaseSubscriber(server.client(), { idleMs: 60_000 });
+    const kept = subscriber.listen(releaseChannel('buffer:lock:bound-kept'), () => {});
+    await kept.ready;
+    for (let i = 0; i < 1100; i++) {
+      const one = subscriber.listen(releaseChannel(`buffer:lock:bound:${i}`), () => {});
+      await one.ready;
+      one.close();
+    }
+    const count = async (): Promise<number> =>
+      ((await server.client().call('PUBSUB', 'SHARDCHANNELS', 'buffer:lock:bound*')) as string[])
+        .length;
+    await until(async () => (await count()) === 1001);
+    const left = (await server
+      .client()
+      .call('PUBSUB', 'SHARDCHANNELS', 'buffer:lock:bound:*')) as string[];
+    expect(left).not.toContain('buffer:lock:bound:0');
+    expect(left).toContain('buffer:lock:bound:1099');
+    kept.close();
+    subscriber.close();
+  });
+
   it('releaseSubscriberFor gives one subscriber per client', () => {
     const one = server.client();
     const two = server.client();
