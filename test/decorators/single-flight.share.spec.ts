@@ -264,6 +264,8 @@ describe('wake on release is the module’s default wait strategy', () => {
         String(await admin.client('LIST'))
           .split('\n')
           .filter((line) => /ssub=[1-9]/.test(line));
+      // Subscriptions of the tests before end within a second of their last waiter.
+      await until(async () => (await subscribers()).length === 0);
       // Another worker holds five keys; this app's callers wait on all five.
       const held = await Promise.all(
         [0, 1, 2, 3, 4].map(async (i) => (await lock.acquire(`report:w${i}`))[0]!),
