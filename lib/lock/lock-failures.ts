@@ -2,7 +2,6 @@ import { errorText } from '../messages/error-text.js';
 import { LockError } from '../errors/lock.error.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
-import { BadReply } from '../redis/batching-client.js';
 
 // Thrown inside the service only, each worded by lockFailure.
 export class NoClient extends Error {}
@@ -16,7 +15,6 @@ function ownFailure(error: unknown): MessageId | undefined {
     if (error instanceof NoClient) return 'redis_no_client';
     if (error instanceof UnsupportedClient) return 'redis_client_invalid';
     if (error instanceof ConnectTimeout) return 'redis_connect_timeout';
-    if (error instanceof BadReply) return 'redis_bad_reply';
     // connectFailFast's, made in English: rendered again with this service's overrides.
     if (error instanceof LockError && error.code === 'redis_client_missing') return error.code;
   } catch {

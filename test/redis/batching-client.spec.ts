@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { Writable } from 'node:stream';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { batchingClient } from '../../lib/redis/batching-client.js';
 import { RedisLockService, type LockGuard } from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -7,41 +8,64 @@ import { withRedisServer } from '../lock/lock-helpers.js';
 import { collectEscapes, settle } from '../support/escapes.js';
 
 /**
- * The lock's commands under load: one caller at a time sends each command at once; concurrent
- * callers share pipelines. Every reply, error and the order stay each command's own. Real Redis.
+ * The lock's commands under load: one caller at a time sends each command at once; the commands
+ * of concurrent callers leave their client's socket together, in one write a turn. Every reply,
+ * error and the order stay each command's own. Real Redis.
  */
 
 let server: RedisServer;
 let admin: Redis;
 withRedisServer((s, a) => ((server = s), (admin = a)));
 
-/** A plain ioredis client whose pipelines are counted (the test's own client, not the lock's). */
-async function countedClient(options = {}): Promise<{ client: Redis; pipelines: number[] }> {
+interface Writes {
+  /** Writes to the socket (one per command sent alone; a corked batch leaves in one). */
+  writes: number;
+  /** Times the socket was corked. */
+  corks: number;
+}
+
+/** A plain ioredis client whose socket writes and corks are counted (the test's own client). */
+async function countedClient(options = {}): Promise<{ client: Redis } & Writes> {
   const client = server.client(options);
   await client.ping();
-  const pipelines: number[] = [];
-  const pipeline = client.pipeline.bind(client);
-  client.pipeline = ((commands: unknown[][]) => {
-    pipelines.push(commands.length);
-    return pipeline(commands);
-  }) as Redis['pipeline'];
-  return { client, pipelines };
+  const counted = { client, writes: 0, corks: 0 };
+  const stream = client.stream as unknown as {
+    _write: (...args: unknown[]) => unknown;
+    _writev?: (...args: unknown[]) => unknown;
+  };
+  const write = stream._write.bind(stream);
+  stream._write = (...args) => (counted.writes++, write(...args));
+  const writev = stream._writev?.bind(stream);
+  if (writev) stream._writev = (...args) => (counted.writes++, writev(...args));
+  const cork = Writable.prototype.cork;
+  Writable.prototype.cork = function (this: Writable) {
+    if (this === client.stream) counted.corks++;
+    return cork.call(this);
+  };
+  onTestFinished(() => void (Writable.prototype.cork = cork));
+  return counted;
 }
 
 describe('batching of the lock commands', () => {
-  it('one caller at a time: every command is sent as it is, no pipeline', async () => {
-    const { client, pipelines } = await countedClient();
+  it('one caller at a time: every command is sent as it is, never corked', async () => {
+    const counted = await countedClient();
+    const { client } = counted;
     const lock = new RedisLockService({ redis: client, namespace: 'batch:one:' });
+    // The scripts loaded first: a NOSCRIPT answer would add an EVAL.
+    await lock.release((await lock.acquire('warm'))[0]!);
+    counted.writes = 0;
     for (let i = 0; i < 20; i++) {
       const [guard] = await lock.acquire(`k${i}`);
       expect(await admin.get(guard!.key)).toBe(guard!.token);
       expect(await lock.release(guard!)).toEqual([true, undefined]);
     }
-    expect(pipelines).toEqual([]);
+    expect(counted.corks).toBe(0);
+    expect(counted.writes).toBe(40);
   });
 
   it('64 concurrent callers: every lock taken and released, in far fewer writes than commands', async () => {
-    const { client, pipelines } = await countedClient();
+    const counted = await countedClient();
+    const { client } = counted;
     const lock = new RedisLockService({ redis: client, namespace: 'batch:many:' });
     const guards = await Promise.all(
       Array.from({ length: 64 }, async (_, i) => {
@@ -54,20 +78,20 @@ describe('batching of the lock commands', () => {
     );
     expect(new Set(guards.map((g) => g.token)).size).toBe(64);
     for (const guard of guards) expect(await admin.exists(guard.key)).toBe(0);
-    // 128 commands: the first acquire alone, the rest in a few pipelines.
-    const pipelined = pipelines.reduce((n, size) => n + size, 0);
-    expect(pipelined).toBeGreaterThanOrEqual(120);
-    expect(pipelines.length).toBeLessThanOrEqual(8);
+    // 128 commands: the first acquire alone, the rest in a few writes.
+    expect(counted.corks).toBeGreaterThan(0);
+    expect(counted.writes).toBeLessThanOrEqual(8);
   });
 
-  it('busy answers and holders stay right inside a pipeline: one of 50 callers gets a hot key', async () => {
-    const { client, pipelines } = await countedClient();
+  it('busy answers and holders stay right inside a batch: one of 50 callers gets a hot key', async () => {
+    const counted = await countedClient();
+    const { client } = counted;
     const lock = new RedisLockService({ redis: client, namespace: 'batch:hot:' });
     const results = await Promise.all(Array.from({ length: 50 }, () => lock.acquire('hot')));
     const holders = results.filter(([guard]) => guard);
     expect(holders).toHaveLength(1);
     expect(results.filter(([g, e]) => !g && !e)).toHaveLength(49); // busy, no error
-    expect(pipelines.length).toBeGreaterThan(0);
+    expect(counted.corks).toBeGreaterThan(0);
     const [holder] = holders[0]!;
     expect(await admin.get(holder!.key)).toBe(holder!.token);
     await lock.release(holder!);
@@ -85,8 +109,9 @@ describe('batching of the lock commands', () => {
     expect(await admin.get(again[0]!.key)).toBe(again[0]!.token);
   });
 
-  it('a NOSCRIPT inside a pipeline falls back to EVAL for that command only', async () => {
-    const { client, pipelines } = await countedClient();
+  it('a NOSCRIPT inside a batch falls back to EVAL for that command only', async () => {
+    const counted = await countedClient();
+    const { client } = counted;
     const lock = new RedisLockService({ redis: client, namespace: 'batch:noscript:' });
     const guards: LockGuard[] = [];
     for (let i = 0; i < 10; i++) guards.push((await lock.acquire(`k${i}`))[0]!);
@@ -94,7 +119,7 @@ describe('batching of the lock commands', () => {
     const results = await Promise.all(guards.map((guard) => lock.release(guard)));
     expect(results.every(([ok, error]) => ok && error === undefined)).toBe(true);
     for (const guard of guards) expect(await admin.exists(guard.key)).toBe(0);
-    expect(pipelines.length).toBeGreaterThan(0);
+    expect(counted.corks).toBeGreaterThan(0);
   });
 
   it('a paused Redis: concurrent calls fail with the client’s command timeout, none hangs', async () => {
@@ -134,42 +159,28 @@ describe('batching of the lock commands', () => {
     expect(Object.keys(wrapped).toSorted()).toEqual(['eval', 'evalsha', 'set']);
   });
 
-  describe('a client whose pipeline answers something else than one [error, reply] per command', () => {
+  describe('a socket whose own cork() and uncork() throw', () => {
     const escaped = collectEscapes();
-    const answers: [string, (() => unknown) | undefined][] = [
-      ['exec() answers no promise', () => 42],
-      ['exec() resolves to no array', () => Promise.resolve('nope')],
-      ['exec() resolves to too few pairs', () => Promise.resolve([])],
-      ['exec() resolves to pairs that are no pairs', () => Promise.resolve([1, 2, 3, 4])],
-      ['exec() is missing', undefined],
-    ];
-    it.each(answers)(
-      '%s: every queued acquire settles with the bad-reply error, nothing escapes',
-      async (_answer, exec) => {
-        const client = server.client();
-        await client.ping();
-        client.pipeline = (() => (exec ? { exec } : {})) as unknown as Redis['pipeline'];
-        const lock = new RedisLockService({ redis: client, namespace: 'batch:bad:' });
-        const results = await Promise.all(
-          Array.from({ length: 5 }, (_, i) => lock.acquire(`bad-${i}`)),
-        );
-        // The first goes out alone, at once; the four behind it share the broken pipeline.
-        expect(results[0]![1]).toBeUndefined();
-        for (const [guard, error] of results.slice(1)) {
-          expect(guard).toBeUndefined();
-          expect(error?.code).toMatch(/^redis_(bad_reply|lock_failed)$/);
-        }
-        if (exec) {
-          for (const [, error] of results.slice(1)) {
-            expect(error).toMatchObject({
-              code: 'redis_bad_reply',
-              message: 'Redis lock failed: Redis lock command returned an unexpected reply',
-            });
-          }
-        }
-        await settle();
-        expect(escaped).toEqual([]);
-      },
-    );
+    it('the lock still corks it the way Node does, and every lock is taken', async () => {
+      const client = server.client();
+      await client.ping();
+      const stream = client.stream as unknown as Record<string, unknown>;
+      stream['cork'] = () => {
+        throw new Error('no cork');
+      };
+      stream['uncork'] = () => {
+        throw new Error('no uncork');
+      };
+      const lock = new RedisLockService({ redis: client, namespace: 'batch:cork:' });
+      const results = await Promise.all(
+        Array.from({ length: 5 }, (_, i) => lock.acquire(`cork-${i}`)),
+      );
+      expect(results.map(([guard, error]) => [guard !== undefined, error])).toEqual(
+        Array(5).fill([true, undefined]),
+      );
+      await settle();
+      expect(escaped).toEqual([]);
+      client.disconnect();
+    });
   });
 });
