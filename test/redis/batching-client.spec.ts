@@ -29,14 +29,13 @@ async function countedClient(options = {}): Promise<{ client: Redis } & Writes> 
   const client = server.client(options);
   await client.ping();
   const counted = { client, writes: 0, corks: 0 };
-  const stream = client.stream as unknown as {
-    _write: (...args: unknown[]) => unknown;
-    _writev?: (...args: unknown[]) => unknown;
-  };
-  const write = stream._write.bind(stream);
-  stream._write = (...args) => (counted.writes++, write(...args));
-  const writev = stream._writev?.bind(stream);
-  if (writev) stream._writev = (...args) => (counted.writes++, writev(...args));
+  // A socket's writes reach the OS through its `_write` and `_writev`: those are counted.
+  type Write = (...args: unknown[]) => unknown;
+  const stream = client.stream as unknown as Record<'_write' | '_writev', Write | undefined>;
+  for (const name of ['_write', '_writev'] as const) {
+    const own = stream[name]?.bind(stream);
+    if (own) stream[name] = (...args) => (counted.writes++, own(...args));
+  }
   const cork = Writable.prototype.cork;
   Writable.prototype.cork = function (this: Writable) {
     if (this === client.stream) counted.corks++;
@@ -176,7 +175,7 @@ describe('batching of the lock commands', () => {
         Array.from({ length: 5 }, (_, i) => lock.acquire(`cork-${i}`)),
       );
       expect(results.map(([guard, error]) => [guard !== undefined, error])).toEqual(
-        Array(5).fill([true, undefined]),
+        Array.from({ length: 5 }, () => [true, undefined]),
       );
       await settle();
       expect(escaped).toEqual([]);
