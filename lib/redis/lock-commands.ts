@@ -121,9 +121,9 @@ const fitsWake = (payload: string): boolean =>
 
 // Compare-and-delete. The write goes before the delete, so a waiter the SPUBLISH wakes finds it.
 // The wake-up goes on the lock key's own shard channel: ARGV[4] (a CARRIED mark) and the payload
-// when it is given (waiters answer from it, with no read), else the token (waiters read). pcall: on a Redis without
-// SPUBLISH the release still succeeds and waiters poll. A written key (KEYS[2]) must be in the
-// lock's slot, or a Cluster refuses the script.
+// when it is given (waiters answer from it, with no read), else the token (waiters read). pcall:
+// on a Redis without SPUBLISH the release still succeeds and waiters poll. A written key (KEYS[2])
+// must be in the lock's slot, or a Cluster refuses the script.
 const RELEASE = luaScript(
   `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
