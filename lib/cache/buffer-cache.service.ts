@@ -25,6 +25,12 @@ export interface CacheLookup<T> {
   readonly status: 'hit' | 'miss' | 'stale';
 }
 
+/** A lookup under way, and the settings it runs with. */
+interface Running {
+  readonly settings: CacheSettings;
+  readonly outcome: Promise<CacheLookup<unknown>>;
+}
+
 /** The lookup with its status, for the interceptor. */
 export const LOOKUP: unique symbol = Symbol('lookup');
 
@@ -61,6 +67,11 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   private readonly builds = new LocalFlights();
   // Settings by their values: callers pass a new literal each call, and validating costs.
   private readonly kept = new Map<string, CacheSettings>();
+  // The last key's lock key: a stampede asks for one key many times in a row, and hashing costs.
+  private last: { key: string; lockKey: string } | undefined;
+  // The lookups under way, by lock key: a call of the key with the same settings takes the
+  // outcome of the one under way, so a stampede's callers in a process cost a promise each.
+  private readonly running = new Map<string, Running>();
   /** @internal */
   readonly [HTTP]: Readonly<HttpCacheOptionsDto>;
 
@@ -136,13 +147,42 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       key = spaced(key, url);
       const settings = this.settingsOf(options);
       const lockKey = this.lockKeyOf(key);
-      const trace = this.builder.traceOf(key, lockKey);
-      // Wrapping costs a hit measurably even when nobody listens.
-      if (!cacheChannel.hasSubscribers) return this.lookup(key, lockKey, factory, settings, trace);
-      return traced(cacheChannel, trace, () => this.lookup(key, lockKey, factory, settings, trace));
+      // A traced call is a lookup of its own, with a trace of its own.
+      if (cacheChannel.hasSubscribers) {
+        const trace = this.builder.traceOf(key, lockKey);
+        return traced(cacheChannel, trace, () =>
+          this.lookup(key, lockKey, factory, settings, trace),
+        );
+      }
+      const running = this.running.get(lockKey);
+      // The value is the one of the same key's factory: its type is the caller's.
+      if (running?.settings === settings) {
+        return this.joined(running.outcome as Promise<CacheLookup<Awaited<T>>>, key);
+      }
+      const outcome = this.lookup(
+        key,
+        lockKey,
+        factory,
+        settings,
+        this.builder.traceOf(key, lockKey),
+      );
+      this.running.set(lockKey, { settings, outcome });
+      const forget = (): void => {
+        if (this.running.get(lockKey)?.outcome === outcome) this.running.delete(lockKey);
+      };
+      outcome.then(forget, forget);
+      return outcome;
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /** A call that took the outcome of the lookup under way: its event is its own. */
+  private joined<T>(outcome: Promise<CacheLookup<T>>, key: string): Promise<CacheLookup<T>> {
+    return outcome.then((found) => {
+      this.emit(found.status, key);
+      return found;
+    });
   }
 
   private async lookup<T>(
@@ -152,7 +192,8 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     settings: CacheSettings,
     trace: CacheTrace,
   ): Promise<CacheLookup<Awaited<T>>> {
-    const { entry, lockHeld } = await this.entries.lookup(key, lockKey);
+    const found = await this.entries.lookup(key, lockKey, settings.lockTtl);
+    const { entry, lockHeld } = found;
     const now = this.now();
     if (entry && now < entry.freshUntil) {
       trace.role = 'hit';
@@ -171,19 +212,24 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       if (fresh) return { value: fresh.value as Awaited<T>, status: 'miss' };
       return { value: entry.value as Awaited<T>, status: 'stale' };
     }
-    this.emit('miss', key);
     trace.role = 'miss';
+    // The lock this lookup took (its entry was missing) goes to the build, if this call starts one.
+    const claimed = found.claim?.();
     const joined = this.builds.promise<Built | undefined>(lockKey);
     if (joined) {
+      if (claimed) void this.lock.release(claimed);
+      this.emit('miss', key);
       const started = nowMs();
       const built = await joined.finally(() => (trace.waitMs = nowMs() - started));
       trace.built = false;
       return { value: built!.value as Awaited<T>, status: 'miss' };
     }
     // A lock seen held is waited for before the first try: its build is running.
-    const built = await this.builds.startPromise(lockKey, () =>
-      this.builder.build(key, lockKey, factory, settings, 'wait', trace, { lockHeld }),
+    const building = this.builds.startPromise(lockKey, () =>
+      this.builder.build(key, lockKey, factory, settings, 'wait', trace, { lockHeld, claimed }),
     );
+    this.emit('miss', key);
+    const built = await building;
     return { value: built!.value as Awaited<T>, status: 'miss' };
   }
 
@@ -210,11 +256,14 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   }
 
   private lockKeyOf(key: string): string {
+    if (this.last?.key === key) return this.last.lockKey;
     if (typeof key !== 'string' || key === '') {
       const id = key === undefined || key === null ? 'lock_key_undefined' : 'lock_key_invalid';
       throw new LockError(id, this.messages.render(id));
     }
-    return this.lock.redisKey(key);
+    const lockKey = this.lock.redisKey(key);
+    this.last = { key, lockKey };
+    return lockKey;
   }
 }
 

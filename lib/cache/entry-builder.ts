@@ -36,6 +36,8 @@ interface BuildContext {
   readonly seen?: number;
   /** The lookup saw the key's lock held: wait for its release before the first try. */
   readonly lockHeld?: boolean;
+  /** The lookup took the key's lock, finding no entry: build with it, with no read again. */
+  readonly claimed?: LockGuard;
 }
 
 const MAX_BACKOFF_MS = 30_000;
@@ -70,7 +72,7 @@ export class EntryBuilder {
     settings: CacheSettings,
     onBusy: 'wait' | 'skip',
     trace: CacheTrace,
-    { failed, seen, lockHeld }: BuildContext = {},
+    { failed, seen, lockHeld, claimed }: BuildContext = {},
   ): Promise<Built | undefined> {
     const { engine, entries, now, events, options, messages } = this.parts;
     const { hardTimeout } = settings;
@@ -84,7 +86,7 @@ export class EntryBuilder {
         : undefined;
     };
     const work = async (): Promise<Built> => {
-      const found = await fresh();
+      const found = claimed ? undefined : await fresh();
       if (found) return found.value;
       const started = now();
       const value = await bounded(factory());
@@ -116,6 +118,7 @@ export class EntryBuilder {
       release: (guard: LockGuard) => entries.writeAndRelease(guard, key, payload, settings),
       failed,
       lockHeld,
+      claimed,
     };
     const times: FlightTrace = { keyHash: trace.keyHash };
     let outcome: Built | undefined;

@@ -1,6 +1,10 @@
 import { LockError } from '../errors/lock.error.js';
 import type { LockGuard } from '../lock/lock-results.js';
-import { RELEASE_WRITING, type RedisLockService } from '../lock/redis-lock.service.js';
+import {
+  ACQUIRE_UNLESS_FOUND,
+  RELEASE_WRITING,
+  type RedisLockService,
+} from '../lock/redis-lock.service.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
 import type { CacheSettings } from '../options/cache.options.js';
@@ -14,6 +18,7 @@ import {
   type ResultSerializer,
 } from '../serialization/result-serializer.js';
 import type { ThrottledLog } from '../single-flight/throttled-log.js';
+import { lockChannel } from '../telemetry/channels.js';
 import { cacheStoreOf, RedisCacheStore, type BufferCacheStore } from './cache-store.js';
 
 /** One cached value: fresh until `freshUntil`, servable stale until `staleUntil` (epoch ms). */
@@ -25,10 +30,14 @@ export interface CacheEntry {
   readonly deltaMs: number;
 }
 
-/** A lookup's entry; on a miss in the built-in store, whether the key's lock was held then. */
+/**
+ * A lookup's entry; on a miss in the built-in store, whether the key's lock was held then, or the
+ * lock itself when the lookup took it: `claim()` gives it once, to the caller that builds.
+ */
 export interface Found {
   readonly entry: CacheEntry | undefined;
   readonly lockHeld: boolean;
+  readonly claim?: () => LockGuard | undefined;
 }
 
 /** What the cache's parts share. */
@@ -62,15 +71,19 @@ export class EntryStore {
 
   /**
    * Overlapping lookups of one key share one store read: a hot key is one read per round trip. On
-   * the built-in store, a miss reads its lock's state in the same script.
+   * the built-in store, a miss reads its lock's state in the same script; with `lockTtl` (seconds)
+   * it takes the lock when it is free, unless the lock's acquires are traced (then each is its own
+   * step).
    */
-  lookup(key: string, lockKey: string): Promise<Found> {
+  lookup(key: string, lockKey: string, lockTtl?: number): Promise<Found> {
     const storeKey = this.keyOf(key, lockKey);
     const running = this.reading.get(storeKey);
     if (running) return running;
-    const read = this.builtIn
-      ? this.lookupWithLock(storeKey, lockKey)
-      : this.read(key, lockKey).then((entry) => ({ entry, lockHeld: false }));
+    const read = !this.builtIn
+      ? this.read(key, lockKey).then((entry) => ({ entry, lockHeld: false }))
+      : lockTtl === undefined || lockChannel.hasSubscribers
+        ? this.lookupWithLock(storeKey, lockKey)
+        : this.lookupTaking(storeKey, lockKey, lockTtl);
     this.reading.set(storeKey, read);
     const forget = (): void => void this.reading.delete(storeKey);
     void read.then(forget, forget);
@@ -99,6 +112,25 @@ export class EntryStore {
     // PTTL: -2 when the lock is free, -1 (no expiry) or more when it is held.
     if (typeof answer === 'number') return { entry: undefined, lockHeld: answer >= -1 };
     return { entry: this.decoded(answer), lockHeld: false };
+  }
+
+  private async lookupTaking(storeKey: string, lockKey: string, lockTtl: number): Promise<Found> {
+    const answer = await this.parts.lock[ACQUIRE_UNLESS_FOUND](lockKey, storeKey, lockTtl);
+    if ('found' in answer) return { entry: this.decoded(answer.found), lockHeld: false };
+    const [guard, error] = answer;
+    if (error) {
+      // As a failed read: a miss, logged; the build's own acquire meets the trouble again.
+      this.storeFailed(error.cause ?? error);
+      return { entry: undefined, lockHeld: false };
+    }
+    if (!guard) return { entry: undefined, lockHeld: true };
+    let left: LockGuard | undefined = guard;
+    const claim = (): LockGuard | undefined => {
+      const taken = left;
+      left = undefined;
+      return taken;
+    };
+    return { entry: undefined, lockHeld: false, claim };
   }
 
   /** A stored text as an entry; an unreadable one is a miss, logged. */
@@ -189,11 +221,15 @@ export class EntryStore {
     try {
       return await call();
     } catch (error) {
-      const { messages, log } = this.parts;
-      const line = messages.render('cache_store_failed', { ERROR: errorText(error) });
-      log.error('cache_store_failed', line);
+      this.storeFailed(error);
       return undefined;
     }
+  }
+
+  private storeFailed(error: unknown): void {
+    const { messages, log } = this.parts;
+    const line = messages.render('cache_store_failed', { ERROR: errorText(error) });
+    log.error('cache_store_failed', line);
   }
 }
 

@@ -17,13 +17,7 @@ import { type RedisScriptClient } from '../types/clients.js';
 import { parseSeconds, TIMER_SECONDS, toMilliseconds } from '../options/seconds.js';
 import { isResolved } from '../options/validate-options.js';
 import { batchingClient } from '../redis/batching-client.js';
-import {
-  acquireFencedLock,
-  acquireLock,
-  extendLock,
-  releaseLock,
-  type CarriedKind,
-} from '../redis/lock-commands.js';
+import { acquireLock, extendLock, releaseLock, type CarriedKind } from '../redis/lock-commands.js';
 import { nodeRedisClient } from '../redis/node-redis-client.js';
 import { slotKey, type LockKeyRole } from '../redis/keys.js';
 import { connectBy } from './client-connection.js';
@@ -72,6 +66,13 @@ function createToken(): string {
 // The library's own: acquire by a derived Redis key, release with a write in the lock's slot.
 export const ACQUIRE_KEY: unique symbol = Symbol('acquireKey');
 export const RELEASE_WRITING: unique symbol = Symbol('releaseWriting');
+// The cache's: acquire unless an entry is found, in one script.
+export const ACQUIRE_UNLESS_FOUND: unique symbol = Symbol('acquireUnlessFound');
+
+/** The text of the entry found instead of taking the lock. */
+export interface FoundInstead {
+  readonly found: string;
+}
 
 /**
  * Written beside a release: `prefix` + the lock's slot key, or its derived key `role`. Without a
@@ -182,7 +183,30 @@ export class RedisLockService {
     return traceLock('acquire', redisKey, undefined, () => this.take(redisKey, ttl));
   }
 
-  private async take(redisKey: string, ttl: number): Promise<AcquireResult> {
+  /**
+   * @internal
+   * As the acquire, unless `foundKey` (in the lock's slot) holds a text: then that, and no lock.
+   * Not traced: most of these are cache hits, no acquire (the cache uses it while nobody traces).
+   */
+  [ACQUIRE_UNLESS_FOUND](
+    redisKey: string,
+    foundKey: string,
+    ttl: number,
+  ): Promise<AcquireResult | FoundInstead> {
+    return this.take(redisKey, ttl, foundKey);
+  }
+
+  private take(redisKey: string, ttl: number): Promise<AcquireResult>;
+  private take(
+    redisKey: string,
+    ttl: number,
+    foundKey: string,
+  ): Promise<AcquireResult | FoundInstead>;
+  private async take(
+    redisKey: string,
+    ttl: number,
+    foundKey?: string,
+  ): Promise<AcquireResult | FoundInstead> {
     // The service's own ttl was checked when it was made: no parsing per call.
     const seconds = ttl === this.options.ttl ? ttl : parseSeconds(ttl, TIMER_SECONDS);
     if (seconds === undefined) return [undefined, this.error('redis_ttl_invalid')];
@@ -201,8 +225,8 @@ export class RedisLockService {
     const wentOut = unsent.connected;
     const ttlMs = toMilliseconds(seconds);
     try {
-      const take = this.options.fencing ? acquireFencedLock : acquireLock;
-      answer = await take(client, guard.key, guard.token, ttlMs);
+      const { fencing } = this.options;
+      answer = await acquireLock(client, guard.key, guard.token, ttlMs, fencing, foundKey);
     } catch (error) {
       // A timed-out script may still run later: a release of this call's own token, sent behind
       // it (or before the next acquire, once the connection is back), lets go of such a lock.
@@ -212,6 +236,7 @@ export class RedisLockService {
       return [undefined, this.failure('redis_lock_failed', error)];
     }
     if (answer === undefined || answer === null) return [undefined, this.error('redis_no_result')];
+    if (foundKey !== undefined && typeof answer === 'string') return { found: answer };
     // Only the replies Redis gives count: a Symbol, `true`, `'1'` or `[1]` is no lock.
     if (answer === 0) return [undefined, undefined];
     if (this.options.fencing) {

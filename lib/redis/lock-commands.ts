@@ -2,15 +2,44 @@ import type { RedisScriptClient } from '../types/clients.js';
 import { fenceKey } from './keys.js';
 import { luaScript, runScript } from './lua-script.js';
 
-// SET NX answers nil when the key exists; Lua sees that as false. For clients with eval() only.
+// SET NX answers nil when the key exists; Lua sees that as false. ARGV[3], when given, is how long
+// the fence counter (KEYS[2]) outlives the acquire; the key after those, when given, holds an entry
+// whose presence answers instead of the acquire. Each fencing number is the counter + 1, or the
+// server's TIME in µs when that is larger. A counter that expired starts again at TIME, above all it
+// gave: its last number was the TIME of its last acquire plus the acquires that outran the clock
+// (Redis runs far fewer than one script a µs), and FENCE_IDLE_MS (10^6 µs) or more has passed since.
 const ACQUIRE = luaScript(
   `
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local found = KEYS[ARGV[3] and 3 or 2]
+if found then
+  local entry = redis.call('GET', found)
+  if entry then
+    return entry
+  end
+end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 0
+end
+if not ARGV[3] then
   return 1
 end
-return 0
+local now = redis.call('TIME')
+local fence = math.max(redis.call('INCR', KEYS[2]), now[1] * 1000000 + now[2])
+redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
+return fence
 `,
-  (redis, [key], [token, ms]) => (redis.set(key!, token!, 'NX', 'PX', ms!) === null ? 0 : 1),
+  (redis, keys, [token, ms, idleMs]) => {
+    const [lock, fence] = keys;
+    const found = keys[idleMs === undefined ? 1 : 2];
+    const entry = found === undefined ? null : redis.get(found);
+    if (entry !== null) return entry;
+    if (redis.set(lock!, token!, 'NX', 'PX', ms!) === null) return 0;
+    if (idleMs === undefined) return 1;
+    const [seconds, micros] = redis.time();
+    const next = Math.max(redis.incr(fence!), Number(seconds) * 1e6 + Number(micros));
+    redis.set(fence!, String(next), 'PX', idleMs);
+    return next;
+  },
 );
 
 // A SET reply other than 'OK' or null (the number 1, say) must not read as "taken".
@@ -19,59 +48,32 @@ const UNEXPECTED_SET_REPLY = Symbol('unexpected SET reply');
 const fromSetReply = (reply: unknown): unknown =>
   reply === 'OK' ? 1 : reply === null ? 0 : reply === undefined ? undefined : UNEXPECTED_SET_REPLY;
 
-/** Resolves 1 when taken, 0 when held; any other answer is the client's. */
+// How long a fence counter outlives the last acquire of its key, past the lock's own ttl.
+const FENCE_IDLE_MS = 1000;
+
+/**
+ * Resolves 1 when taken (with `fenced`, the new fencing number instead), 0 when held; any other
+ * answer is the client's. With `unlessFound`, the text at that key instead, when there is one (no
+ * lock is taken then): it must be in the lock's slot. A fence counter expires once its key has not
+ * been acquired for `ttlMs` + 1 s.
+ */
 export function acquireLock(
   client: RedisScriptClient,
   key: string,
   token: string,
   ttlMs: number,
+  fenced = false,
+  unlessFound?: string,
 ): Promise<unknown> {
   // The plain SET is the same atomic command, without a Lua call on the server.
-  if (typeof client.set === 'function') {
+  if (!fenced && unlessFound === undefined && typeof client.set === 'function') {
     // Promise.resolve: a misbehaving client may answer with no promise, or nothing at all.
     return Promise.resolve(client.set(key, token, 'PX', ttlMs, 'NX')).then(fromSetReply);
   }
-  return runScript(client, ACQUIRE, [key], [token, ttlMs]);
-}
-
-// How long a fence counter outlives the last acquire of its key, past the lock's own ttl.
-const FENCE_IDLE_MS = 1000;
-
-// Each number is the counter + 1, or the server's TIME in µs when that is larger. A counter that
-// expired starts again at TIME, above all it gave: its last number was the TIME of its last
-// acquire plus the acquires that outran the clock (Redis runs far fewer than one script a µs),
-// and FENCE_IDLE_MS (10^6 µs) or more has passed since.
-const ACQUIRE_FENCED = luaScript(
-  `
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return 0
-end
-local now = redis.call('TIME')
-local fence = math.max(redis.call('INCR', KEYS[2]), now[1] * 1000000 + now[2])
-redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
-return fence
-`,
-  (redis, [key, fence], [token, ms, idleMs]) => {
-    if (redis.set(key!, token!, 'NX', 'PX', ms!) === null) return 0;
-    const [seconds, micros] = redis.time();
-    const next = Math.max(redis.incr(fence!), Number(seconds) * 1e6 + Number(micros));
-    redis.set(fence!, String(next), 'PX', idleMs!);
-    return next;
-  },
-);
-
-/**
- * Resolves the new fencing number when taken, 0 when held. The counter expires once its key has
- * not been acquired for `ttlMs` + 1 s.
- */
-export function acquireFencedLock(
-  client: RedisScriptClient,
-  key: string,
-  token: string,
-  ttlMs: number,
-): Promise<unknown> {
-  const idleMs = ttlMs + FENCE_IDLE_MS;
-  return runScript(client, ACQUIRE_FENCED, [key, fenceKey(key)], [token, ttlMs, idleMs]);
+  const keys = fenced ? [key, fenceKey(key)] : [key];
+  if (unlessFound !== undefined) keys.push(unlessFound);
+  const args = fenced ? [token, ttlMs, ttlMs + FENCE_IDLE_MS] : [token, ttlMs];
+  return runScript(client, ACQUIRE, keys, args);
 }
 
 const EXTEND = luaScript(

@@ -96,6 +96,8 @@ function subscriberConnection(
     sunsubscribe: (channel: string) =>
       open().then(() => connection!.sUnsubscribe(channel, onMessage)),
     on: on as unknown as SubscriberConnection['on'],
+    // node-redis's own: its socket, made again on reconnect, no longer keeps the process alive.
+    unref: () => (connection as { unref?: () => void } | undefined)?.unref?.(),
     disconnect: () => {
       emitter.removeAllListeners();
       emitter.on('error', () => {});

@@ -99,7 +99,8 @@ export class LockAdmission {
 
   /**
    * Rejects only with a LockBusyError, a RedisUnavailableError, or for the caller's bad input.
-   * `lockHeld`: the caller saw the lock held, so a waiting call waits before its first try.
+   * `lockHeld`: the caller saw the lock held, so a waiting call waits before its first try;
+   * `claimed`: the caller holds the lock already, and is let in with it.
    */
   async admit(
     cacheKey: string,
@@ -107,8 +108,14 @@ export class LockAdmission {
     settings: SingleFlightSettings,
     peek?: Peek,
     lockHeld = false,
+    claimed?: LockGuard,
   ): Promise<Admission> {
     const { lock, wait, results, log, messages } = this.parts;
+    if (claimed) {
+      // Redis answered the lookup that took it.
+      this.breaker?.success();
+      return { kind: 'locked', guard: claimed };
+    }
     const deadline = Date.now() + settings.lockTimeout * 1000;
     const waitFirst = lockHeld && redisKey !== undefined && settings.onBusy === 'wait';
     for (let first = !waitFirst; ; first = false) {

@@ -20,6 +20,8 @@ export interface FlightHooks {
   readonly failed?: (guard: LockGuard, error: unknown) => Promise<void>;
   /** The lock was seen held: a waiting call waits for its release before the first try. */
   readonly lockHeld?: boolean;
+  /** The lock, taken already (by the lookup that found no entry): the call is let in with it. */
+  readonly claimed?: LockGuard;
 }
 
 export interface LockedRunParts {
@@ -85,6 +87,7 @@ export class LockedRun {
       settings,
       hooks?.peek,
       hooks?.lockHeld,
+      hooks?.claimed,
     );
     if (trace !== undefined) noteAdmission(trace, admission, nowMs() - started);
     switch (admission.kind) {

@@ -14,6 +14,7 @@ export type {
 import { asError } from '../messages/error-text.js';
 
 const DEFAULT_IDLE_MS = 1000;
+const DEFAULT_KEEP_MS = 30_000;
 const DEFAULT_RETRY_MS = 1000;
 /** Subscriptions kept with no listener, at most: beyond, the oldest is ended at once. */
 const MAX_LINGERING = 1000;
@@ -36,10 +37,12 @@ interface Channel {
 
 /**
  * One pub/sub connection per client, shared by every key waited on in this process: a duplicate
- * of the client, made for the first listener and dropped after `idleMs` without one. A channel's
- * subscription outlives its last listener by `idleMs` too (the next wait on the key sends no
- * SSUBSCRIBE; a connection that is dropped needs no SUNSUBSCRIBE). A lost
- * connection or message is never an error for a waiter: each keeps its own backstop timer.
+ * of the client, made for the first listener. A channel's subscription outlives its last listener
+ * by `idleMs` (the next wait on the key sends no SSUBSCRIBE); the connection outlives the last
+ * subscription by `keepMs`, so that the next stampede's waiters find it open (no handshake on
+ * their way), and its socket never keeps the process alive where the client exposes it (ioredis's
+ * `stream`, node-redis's `unref()`). A lost connection or message is never an error for a waiter:
+ * each keeps its own backstop timer.
  *
  * A refused SSUBSCRIBE (Redis 6, an ACL without `ssubscribe`) or a connection error or close makes
  * it unusable: every listener is called, as if its lock were released, so that its waiter polls
@@ -53,6 +56,9 @@ export class ReleaseSubscriber {
   private readonly lingering = new Map<string, number>();
   private idleTimer: NodeJS.Timeout | undefined;
   private readonly idleMs: number;
+  private readonly keepMs: number;
+  /** When the last listener left. */
+  private lastLeft = 0;
   private readonly retryMs: number;
   /** When the subscriber last became unusable; `undefined` while it is usable. */
   private failedAt: number | undefined;
@@ -66,6 +72,7 @@ export class ReleaseSubscriber {
     private readonly options: ReleaseSubscriberOptions = {},
   ) {
     this.idleMs = options.idleMs ?? DEFAULT_IDLE_MS;
+    this.keepMs = options.keepMs ?? DEFAULT_KEEP_MS;
     this.retryMs = options.retryMs ?? DEFAULT_RETRY_MS;
   }
 
@@ -144,28 +151,27 @@ export class ReleaseSubscriber {
   private leave(channel: string, listener: Listener): void {
     const entry = this.channels.get(channel);
     if (!entry?.listeners.delete(listener) || entry.listeners.size > 0) return;
-    this.lingering.set(channel, Date.now());
+    this.lastLeft = Date.now();
+    this.lingering.set(channel, this.lastLeft);
     if (this.lingering.size > MAX_LINGERING) this.drop(this.lingering.keys().next().value!);
     this.idleTimer ??= setTimeout(() => this.sweep(), this.idleMs).unref();
   }
 
-  /** Ends the subscriptions idle for `idleMs`; with no listener left, the connection. */
+  /** Ends the subscriptions idle for `idleMs`; `keepMs` after the last, the connection. */
   private sweep(): void {
     this.idleTimer = undefined;
-    const idleSince = Date.now() - this.idleMs;
-    if (this.lingering.size === this.channels.size) {
-      // Nothing listens: the connection goes once the last subscription is idle, with them all.
-      const newest = [...this.lingering.values()].pop() ?? 0;
-      if (newest <= idleSince) return this.close();
-      this.idleTimer = setTimeout(() => this.sweep(), newest - idleSince).unref();
-      return;
-    }
+    const now = Date.now();
     for (const [channel, since] of this.lingering) {
-      if (since > idleSince) break;
+      if (since > now - this.idleMs) break;
       this.drop(channel);
     }
-    if (this.lingering.size > 0)
+    if (this.lingering.size > 0) {
       this.idleTimer = setTimeout(() => this.sweep(), this.idleMs).unref();
+    } else if (this.channels.size === 0 && this.connection) {
+      const left = this.lastLeft + this.keepMs - now;
+      if (left <= 0) return this.close();
+      this.idleTimer = setTimeout(() => this.sweep(), left).unref();
+    }
   }
 
   private drop(channel: string): void {
@@ -207,7 +213,9 @@ export class ReleaseSubscriber {
       if (this.connection === connection) this.fail(undefined);
     });
     connection.on('ready', () => {
-      if (this.connection === connection) this.reconnected();
+      if (this.connection !== connection) return;
+      unref(connection);
+      this.reconnected();
     });
     connection.on('smessage', (channel, text) => {
       const message = typeof text === 'string' ? text : undefined;
@@ -254,6 +262,16 @@ export class ReleaseSubscriber {
     const reported = asError(error);
     this.options.onError?.(reported);
     for (const listener of listeners) listener.onError?.(reported);
+  }
+}
+
+/** The connection's socket no longer keeps the process alive: waiters keep their own timers. */
+function unref(connection: SubscriberConnection): void {
+  try {
+    if (typeof connection.unref === 'function') connection.unref();
+    else (connection as { stream?: { unref?: () => void } }).stream?.unref?.();
+  } catch {
+    // A client without a socket of its own to let go of keeps the process alive while open.
   }
 }
 

@@ -8,6 +8,8 @@ export interface SubscriberConnection {
   on(event: 'error', listener: (error: Error) => void): unknown;
   on(event: 'close', listener: () => void): unknown;
   on(event: 'ready', listener: () => void): unknown;
+  /** Lets the process exit while the connection is open (node-redis's `unref()`). */
+  unref?(): void;
   disconnect(): void;
 }
 
@@ -24,8 +26,10 @@ export interface Listening {
 }
 
 export interface ReleaseSubscriberOptions {
-  /** Ms the connection stays open after the last listener left. Default `1000`. */
+  /** Ms a channel stays subscribed after its last listener left. Default `1000`. */
   idleMs?: number;
+  /** Ms the connection stays open once no channel is subscribed. Default `30000`. */
+  keepMs?: number;
   /** Ms after a failure with no SSUBSCRIBE (listeners poll), unless ready again. Default `1000`. */
   retryMs?: number;
   /** Told once about each failure, whoever listens. */

@@ -289,6 +289,20 @@ function summarizeRound(
   };
 }
 
+/** Wake-ups of the floor: a few, since each is one message. */
+const WAKE_ROUNDS = 15;
+
+/** One wake-up of the floor: ms from worker 0's SPUBLISH until the last other worker heard it. */
+async function wakeUp(workers: readonly Worker[]): Promise<number> {
+  const [publisher, ...listeners] = workers;
+  const heard = listeners.map((w) => w.next('heard'));
+  publisher!.process.send({ type: 'wake' });
+  const { sentAt } = await publisher!.next('woke');
+  const times = await Promise.all(heard);
+  await sleep(100);
+  return Math.max(...times.map((t) => t.at)) - sentAt;
+}
+
 /** Client commands (round trips) of the worker processes that did not run the build. */
 interface WaitingTrips {
   readonly processes: number;
@@ -343,6 +357,8 @@ async function stampedes(context: BenchContext): Promise<void> {
       return results.get(name)!;
     };
     let serial = 0;
+    const trips = new Map<string, WaitingTrips>();
+    const floor: number[] = [];
     for (const mode of modes) {
       await interleave(
         strategies,
@@ -368,23 +384,27 @@ async function stampedes(context: BenchContext): Promise<void> {
         },
         (strategy, summary) => of(mode, strategy).push(summary),
       );
+      if (mode !== 'cold') continue;
+      // One more cold round each under MONITOR (not timed), right after the timed ones: the round
+      // trips of the waiting workers of a fleet that waited a moment ago.
+      for (const strategy of strategies) {
+        report.progress(`cache stampede: cold, ${strategy}, counting round trips with MONITOR`);
+        const key = `cache:cold:${serial++}:${Date.now()}`;
+        let done: CacheRound[] = [];
+        let ports: Set<number>[] = [];
+        const seen = await monitorCommands(redis, async () => {
+          for (const w of workers) w.process.send({ type: 'go', strategy, key, mode: 'cold' });
+          done = (await Promise.all(workers.map((w) => w.next('done')))).map((d) => d.result);
+          await sleep(SETTLE_MS);
+          ports = workers.map((w) => connectionPorts(w.process.pid!, redis.port));
+        });
+        trips.set(strategy, waitingTrips(seen, done, ports));
+      }
+      for (let i = 0; i < (quick ? 3 : WAKE_ROUNDS); i++) {
+        report.progress(`cache stampede: the wake-up floor, ${i + 1}`);
+        floor.push(await wakeUp(workers));
+      }
     }
-    // One more cold round each under MONITOR (not timed): the round trips of the waiting workers.
-    const trips = new Map<string, WaitingTrips>();
-    for (const strategy of strategies) {
-      report.progress(`cache stampede: cold, ${strategy}, counting round trips with MONITOR`);
-      const key = `cache:cold:${serial++}:${Date.now()}`;
-      let done: CacheRound[] = [];
-      let ports: Set<number>[] = [];
-      const seen = await monitorCommands(redis, async () => {
-        for (const w of workers) w.process.send({ type: 'go', strategy, key, mode: 'cold' });
-        done = (await Promise.all(workers.map((w) => w.next('done')))).map((d) => d.result);
-        await sleep(SETTLE_MS);
-        ports = workers.map((w) => connectionPorts(w.process.pid!, redis.port));
-      });
-      trips.set(strategy, waitingTrips(seen, done, ports));
-    }
-
     const m = (rs: readonly Round[], pick: (r: Round) => number): number => median(rs.map(pick));
     const errorText = (rs: readonly Round[]): string => {
       const errors = rs.reduce((n, r) => n + r.errors, 0);
@@ -517,7 +537,10 @@ async function stampedes(context: BenchContext): Promise<void> {
         `Redis, read from /proc at the end of the round), averaged over the workers whose factory ` +
         `did not run in that round ("–" when every worker built). Latency is ` +
         `per caller from the go signal; "last served" is ms from the end of the last build to the ` +
-        `last answer.\n\n` +
+        `last answer. The wake-up floor, under the table: what no library goes below on this ` +
+        `machine, one \`SPUBLISH\` sent by a worker as its ${buildMs} ms timer ends, until it ` +
+        `reached the last of the other ${WORKERS - 1} (each on a plain ioredis subscriber), ` +
+        `${quick ? 3 : WAKE_ROUNDS} times.\n\n` +
         table(
           [
             'strategy',
@@ -606,7 +629,7 @@ async function stampedes(context: BenchContext): Promise<void> {
     const coldLast = m(cold, (r) => r.lastAfterBuild);
     target(
       'cold stampede: last caller ≤ 3 ms after the build ends',
-      `${fmt(coldLast, 1)} ms`,
+      `${fmt(coldLast, 1)} ms (wake-up floor: p50 ${fmt(median(floor), 1)} ms, max ${fmt(Math.max(...floor), 1)})`,
       coldLast <= 3,
     );
     const ourTrips = trips.get(name)!;

@@ -19,13 +19,22 @@ export type ToCacheWorker =
       readonly key: string;
       readonly mode: CacheMode;
     }
+  /** The wake-up floor: sleep as long as a build, then SPUBLISH on `WAKE_CHANNEL`. */
+  | { readonly type: 'wake' }
   | { readonly type: 'exit' };
 
 /** Worker → parent. */
 export type FromCacheWorker =
   | { readonly type: 'ready'; readonly unavailable: Readonly<Record<string, string>> }
   | { readonly type: 'primed' }
-  | { readonly type: 'done'; readonly result: CacheRound };
+  | { readonly type: 'done'; readonly result: CacheRound }
+  /** Epoch ms right before the SPUBLISH of a `wake`. */
+  | { readonly type: 'woke'; readonly sentAt: number }
+  /** Epoch ms at which another worker's `wake` reached this one. */
+  | { readonly type: 'heard'; readonly at: number };
+
+/** The shard channel every worker listens on with a plain ioredis subscriber of its own. */
+export const WAKE_CHANNEL = 'bench:wake-floor';
 
 export interface CacheRound {
   /** Factory runs in this worker during the round, background refreshes included. */

@@ -10,7 +10,13 @@ import { Keyv } from 'keyv';
 import { BufferCache, BufferLockModule } from '../../lib/index.js';
 import { EntryStore } from '../../lib/cache/entry-store.js';
 import { epochMs, sleep } from './harness.js';
-import type { CacheMode, CacheRound, FromCacheWorker, ToCacheWorker } from './cache.protocol.js';
+import {
+  WAKE_CHANNEL,
+  type CacheMode,
+  type CacheRound,
+  type FromCacheWorker,
+  type ToCacheWorker,
+} from './cache.protocol.js';
 
 const port = Number(process.env['BENCH_REDIS_PORT']);
 const callers = Number(process.env['BENCH_CALLERS'] ?? 250);
@@ -81,7 +87,37 @@ function countedKeyv(namespace: string): Keyv {
   return keyv;
 }
 
+/** Set once the wake-up floor's connections are up. */
+let wake = async (): Promise<void> => {};
+
+/**
+ * The wake-up floor: what one SPUBLISH from a worker woken by a timer takes to reach the others,
+ * each on a plain ioredis subscriber, with no library in the way.
+ */
+async function listenForWakes(): Promise<void> {
+  const publisher = new Redis({ port, host: '127.0.0.1' });
+  const listener = new Redis({ port, host: '127.0.0.1' });
+  closers.push(async () => {
+    publisher.disconnect();
+    listener.disconnect();
+  });
+  // A worker hears its own wake-ups too: those are not reported.
+  let own = 0;
+  listener.on('smessage', () => {
+    if (own > 0) own--;
+    else send({ type: 'heard', at: epochMs() });
+  });
+  await Promise.all([publisher.ping(), listener.ssubscribe(WAKE_CHANNEL)]);
+  wake = async () => {
+    await sleep(buildMs);
+    own++;
+    const sentAt = epochMs();
+    await publisher.spublish(WAKE_CHANNEL, 'x');
+    send({ type: 'woke', sentAt });
+  };
+}
 async function setUp(): Promise<void> {
+  await listenForWakes();
   // BufferCache from the module, on the lock's own Redis client (the built-in store).
   // oxlint-disable-next-line typescript/no-extraneous-class -- a Nest module class is empty
   const CacheApp = class {};
@@ -221,6 +257,7 @@ async function handle(message: ToCacheWorker): Promise<void> {
     await Promise.allSettled(closers.map((close) => close()));
     process.exit(0);
   }
+  if (message.type === 'wake') return wake();
   const strategy = strategies.get(message.strategy);
   if (!strategy) throw new Error(`strategy ${message.strategy} is not available`);
   if (message.type === 'prime') {

@@ -14,18 +14,20 @@ import {
 
 /**
  * The library as the bench sees it: the public exports, plus the internals a section looks up by
- * name (the per-call option resolver, the defaults, the breaker). A row whose feature is missing
+ * name (the per-call option resolver, the defaults, the breaker, the client defaults). A row whose feature is missing
  * prints 'not available yet' instead of failing.
  */
 export async function libExports(): Promise<Readonly<Record<string, unknown>>> {
-  const [index, options, perCall, breaker] = await Promise.all([
+  const [index, options, perCall, breaker, clients] = await Promise.all([
     import('../../lib/index.js'),
     import('../../lib/options/buffer-lock.options.js'),
     import('../../lib/options/single-flight.options.js'),
     import('../../lib/single-flight/circuit-breaker.js'),
+    import('../../lib/redis/client-defaults.js'),
   ]);
   return {
     ...index,
+    FAIL_FAST_CLIENT_DEFAULTS: clients.FAIL_FAST_CLIENT_DEFAULTS,
     resolveSingleFlightOptions: perCall.resolveSingleFlightOptions,
     BUFFER_LOCK_DEFAULTS: new options.BufferLockOptionsDto(),
     CircuitBreaker: breaker.CircuitBreaker,
@@ -102,7 +104,13 @@ export interface SubscriberProbe {
   readonly backToBaseline: boolean;
 }
 
+const isOpen = (connection: Redis): boolean =>
+  connection.status !== 'end' && connection.status !== 'close';
+
+/** Past a channel's idle second: every wake-up subscription has ended by then. */
 const IDLE_WAIT_MS = 2_500;
+/** Past the 30 s the subscriber connection outlives its last subscription, for the next wait. */
+const KEEP_WAIT_MS = 32_500;
 
 const BATCH = 100;
 
@@ -186,20 +194,27 @@ export async function waitSubscriberProbe(
     const duringConnections = duplicates.filter((d) => d.status !== 'end').length;
     const duringListeners = duplicates.reduce((n, d) => n + listenerTotal(d), 0);
     await sleep(IDLE_WAIT_MS);
-    const open = duplicates.filter((d) => d.status !== 'end' && d.status !== 'close');
+    const channels = ((await admin.call('PUBSUB', 'SHARDCHANNELS')) as unknown[]).length;
+    const kept = duplicates.filter(isOpen).length;
+    await sleep(KEEP_WAIT_MS - IDLE_WAIT_MS);
+    const open = duplicates.filter(isOpen);
     const subscriberListeners = open.reduce((n, d) => n + listenerTotal(d), 0);
     const clientsAfter = await connectionCount(admin);
     collectGarbage();
     const heapAfter = process.memoryUsage().heapUsed;
     const listenersAfter = listenerTotal(client);
     const backToBaseline =
-      open.length === 0 && clientsAfter === clientsBefore && listenersAfter === listenersBefore;
+      channels === 0 &&
+      open.length === 0 &&
+      clientsAfter === clientsBefore &&
+      listenersAfter === listenersBefore;
     return {
       waits,
       backToBaseline,
       summary:
-        `subscriber connections made ${duplicates.length}, open after ${IDLE_WAIT_MS} ms idle ` +
-        `${open.length}; server connections ${clientsBefore} → ${clientsAfter}; client listeners ` +
+        `subscriber connections made ${duplicates.length}; after ${IDLE_WAIT_MS} ms idle ` +
+        `${channels} channels, ${kept} connections kept; after ${KEEP_WAIT_MS} ms ` +
+        `${open.length} open; server connections ${clientsBefore} → ${clientsAfter}; client listeners ` +
         `${listenersBefore} → ${listenersAfter}`,
       table: table(
         ['', 'value'],
@@ -211,7 +226,9 @@ export async function waitSubscriberProbe(
             'listeners on subscriber connections right after the last wait',
             String(duringListeners),
           ],
-          [`subscriber connections open ${IDLE_WAIT_MS} ms later`, String(open.length)],
+          [`shard channels subscribed ${IDLE_WAIT_MS} ms later`, String(channels)],
+          [`subscriber connections open ${IDLE_WAIT_MS} ms later (kept)`, String(kept)],
+          [`subscriber connections open ${KEEP_WAIT_MS} ms later`, String(open.length)],
           ['listeners on open subscriber connections', String(subscriberListeners)],
           ['Redis server connections: before → after', `${clientsBefore} → ${clientsAfter}`],
           ['listeners on the client: before → after', `${listenersBefore} → ${listenersAfter}`],

@@ -3,6 +3,7 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
+import { monitor } from '../support/monitor.js';
 import type { RedisServer } from '../support/redis-server.js';
 import type { Baseline } from './baseline.js';
 
@@ -200,7 +201,6 @@ export async function monitorCommands(
 ): Promise<MonitoredCommands> {
   const fenceClient = redis.client();
   await fenceClient.ping();
-  const monitor = await fenceClient.monitor();
   const fence = `bench-fence-${Date.now()}`;
   const byCommand = new Map<string, number>();
   const bySource = new Map<string, number>();
@@ -208,7 +208,7 @@ export async function monitorCommands(
   let inScripts = 0;
   let fenced: (() => void) | undefined;
   const seenFence = new Promise<void>((r) => (fenced = r));
-  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+  const stop = await monitor(fenceClient, ({ source, args }) => {
     const name = String(args[0]).toLowerCase();
     if (name === 'echo' && args[1] === fence) return fenced?.();
     if (source === 'lua') inScripts++;
@@ -222,7 +222,7 @@ export async function monitorCommands(
   // Everything sent before the fence has been shown by MONITOR once the fence shows up.
   await fenceClient.echo(fence);
   await seenFence;
-  monitor.disconnect();
+  stop();
   fenceClient.disconnect();
   return { fromClients, inScripts, byCommand, bySource };
 }

@@ -63,6 +63,22 @@ describe('a fresh hit', () => {
     expect(commands).toEqual({ evalsha: 1, get: 1 });
   });
 
+  it('concurrent calls of one key share one read, and each call has its own hit event', async () => {
+    const { cache } = worker();
+    const k = key();
+    await cache.getOrSet(k, () => 'value');
+    let hits = 0;
+    cache.on('hit', (at) => void (at === k && hits++));
+    const commands = await commandsDuring(async () => {
+      const values = await Promise.all(
+        Array.from({ length: 50 }, () => cache.getOrSet(k, () => 'other')),
+      );
+      expect(values).toEqual(Array.from({ length: 50 }, () => 'value'));
+    });
+    expect(commands).toEqual({ evalsha: 1, get: 1 });
+    expect(hits).toBe(50);
+  });
+
   it('caches every value the factory returns, falsy ones included', async () => {
     const { cache } = worker();
     for (const value of [0, '', false, null]) {
@@ -121,9 +137,10 @@ describe('a miss', () => {
     const { cache } = worker();
     const k = key();
     const commands = await commandsDuring(() => cache.getOrSet(k, () => 'v'));
-    // read (miss), SET NX (acquire), read again under the lock, one script: SET entry, DEL lock, SPUBLISH
+    // One script reads (a miss) and takes the lock (SET NX); one writes the entry (SET), releases
+    // the lock (DEL) and wakes the waiters (SPUBLISH).
     expect(commands).toMatchObject({ set: 2, del: 1, spublish: 1 });
-    expect(commands.evalsha).toBe(3);
+    expect(commands.evalsha).toBe(2);
   });
 
   it('a factory that throws with no entry to fall back on rejects every caller with its error', async () => {
@@ -224,6 +241,23 @@ describe('a stale entry (past ttl, within grace)', () => {
       { ttl: 0.05, grace: 30, timeout: 1 },
     );
     expect(value).toBe('new');
+  });
+
+  it('a call with other options than the call under way for its key keeps its own', async () => {
+    const { cache } = worker();
+    const k = key();
+    await cache.getOrSet(k, () => 'old', { ttl: 0.05, grace: 30 });
+    await sleep(80);
+    const refresh = async (): Promise<string> => {
+      await sleep(20);
+      return 'new';
+    };
+    // The first is served stale at once; the second, asked meanwhile, waits for the refresh.
+    const served = await Promise.all([
+      cache.getOrSet(k, refresh, { ttl: 0.05, grace: 30 }),
+      cache.getOrSet(k, refresh, { ttl: 0.05, grace: 30, timeout: 1 }),
+    ]);
+    expect(served).toEqual(['old', 'new']);
   });
 
   it('a refresh that fails keeps serving the stale entry, is logged, and is retried after a back-off', async () => {

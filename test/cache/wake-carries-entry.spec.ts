@@ -7,6 +7,8 @@ import {
   SingleFlightEngine,
   type ResultSerializer,
 } from '../../lib/index.js';
+import { addressOf, watched } from '../support/command-stats.js';
+import type { MonitoredCommand } from '../support/monitor.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 /**
@@ -39,30 +41,6 @@ function worker(namespace: string, store?: object, serializer?: ResultSerializer
   return { client, lock, engine, cache };
 }
 
-/**
- * What MONITOR saw while `during` ran: each command with the address it came from. Started with
- * the clients connected already: ioredis takes a command of another client that reaches MONITOR
- * with its OK for a reply of its own.
- */
-async function watched(during: () => Promise<void>): Promise<{ source: string; args: string[] }[]> {
-  const base = server.client();
-  await base.ping();
-  const monitor = await base.monitor();
-  const seen: { source: string; args: string[] }[] = [];
-  monitor.on('monitor', (_time: string, args: unknown[], source: string) => {
-    seen.push({ source, args: args.map(String) });
-  });
-  try {
-    await during();
-    // MONITOR shows a command once it ran: a PING behind the others is shown after them.
-    await server.client().ping();
-    await new Promise((r) => setTimeout(r, 50));
-  } finally {
-    monitor.disconnect();
-  }
-  return seen;
-}
-
 /** The wake-ups published on `channel`, as the subscribers got them. */
 async function wakeUps(channel: string): Promise<{ texts: string[]; stop: () => void }> {
   const subscriber = server.client();
@@ -72,11 +50,8 @@ async function wakeUps(channel: string): Promise<{ texts: string[]; stop: () => 
   return { texts, stop: () => subscriber.disconnect() };
 }
 
-const addressOf = (client: Redis): string =>
-  `${client.stream.localAddress}:${client.stream.localPort}`;
-
 /** The commands `client` sent after the release's SPUBLISH. */
-function sentAfterRelease(seen: { source: string; args: string[] }[], client: Redis): string[][] {
+function sentAfterRelease(seen: readonly MonitoredCommand[], client: Redis): string[][] {
   const released = seen.findIndex((c) => c.args[0]?.toLowerCase() === 'spublish');
   expect(released).toBeGreaterThan(-1);
   return seen.slice(released + 1).flatMap((c) => (c.source === addressOf(client) ? [c.args] : []));
@@ -100,7 +75,7 @@ describe('a waiting worker answers from the wake-up', () => {
       return slowBuild({ rows: [1, 2, 3] })();
     };
     let answers: unknown[] = [];
-    const seen = await watched(async () => {
+    const seen = await watched(server, async () => {
       const first = a.cache.getOrSet('report', factory, { ttl: 60 });
       await new Promise((r) => setTimeout(r, BUILD_MS / 3));
       answers = await Promise.all([first, b.cache.getOrSet('report', factory, { ttl: 60 })]);
@@ -119,7 +94,7 @@ describe('a waiting worker answers from the wake-up', () => {
     const first = a.cache.getOrSet('report', slowBuild('built by a'), { ttl: 60 });
     await new Promise((r) => setTimeout(r, BUILD_MS / 3));
     let answer: unknown;
-    const seen = await watched(async () => {
+    const seen = await watched(server, async () => {
       answer = await b.cache.getOrSet('report', slowBuild('built by b'), { ttl: 60 });
     });
     await first;
@@ -137,7 +112,7 @@ describe('a waiting worker answers from the wake-up', () => {
     const wake = await wakeUps(a.lock.redisKey('big'));
     const big = 'x'.repeat(70 * 1024);
     let answers: unknown[] = [];
-    const seen = await watched(async () => {
+    const seen = await watched(server, async () => {
       const first = a.cache.getOrSet('big', slowBuild(big), { ttl: 60 });
       await new Promise((r) => setTimeout(r, BUILD_MS / 3));
       answers = await Promise.all([
@@ -149,7 +124,8 @@ describe('a waiting worker answers from the wake-up', () => {
     expect(answers).toEqual([big, big]);
     expect(wake.texts).toHaveLength(1);
     expect(wake.texts[0]!.startsWith('=')).toBe(false);
-    const reads = sentAfterRelease(seen, b.client).filter((args) => /^eval/i.test(args[0]!));
+    // A script's first run on a server is answered NOSCRIPT and sent again as EVAL: one read still.
+    const reads = sentAfterRelease(seen, b.client).filter((args) => /^evalsha$/i.test(args[0]!));
     expect(reads).toHaveLength(1);
   });
 
@@ -204,7 +180,7 @@ describe('a waiting worker answers from the wake-up with share: true', () => {
       return slowBuild({ total: 42 })();
     };
     let answers: unknown[] = [];
-    const seen = await watched(async () => {
+    const seen = await watched(server, async () => {
       const first = a.engine.run('nightly', work, { share: true });
       await new Promise((r) => setTimeout(r, BUILD_MS / 3));
       answers = await Promise.all([first, b.engine.run('nightly', work, { share: true })]);

@@ -3,12 +3,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RedisScriptClient } from '../../lib/index.js';
 import { MemoryClient, type MemorySubscriber } from '../../lib/memory/memory-client.js';
-import {
-  acquireFencedLock,
-  acquireLock,
-  extendLock,
-  releaseLock,
-} from '../../lib/redis/lock-commands.js';
+import { acquireLock, extendLock, releaseLock } from '../../lib/redis/lock-commands.js';
 import { fenceKey, resultKey } from '../../lib/redis/keys.js';
 import { deleteKey, getValue, lockPttl, ping, setValue } from '../../lib/redis/plain-commands.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -39,7 +34,17 @@ const MILLISECONDS = [60_000, 45_000, 0, -1, 1.5, Number.NaN, 9.3e18, 'abc', '01
 const PAYLOADS = ['{"total":42}', '', '\uD83D', undefined] as const;
 
 type Call =
-  | { op: 'acquire' | 'acquire-script' | 'acquire-fenced'; lock: number; token: number; ms: number }
+  | {
+      op:
+        | 'acquire'
+        | 'acquire-script'
+        | 'acquire-fenced'
+        | 'acquire-unless'
+        | 'acquire-fenced-unless';
+      lock: number;
+      token: number;
+      ms: number;
+    }
   | { op: 'release'; lock: number; token: number; write: boolean; payload: number; ms: number }
   | { op: 'extend'; lock: number; token: number; ms: number }
   | { op: 'pttl' | 'get' | 'del'; key: number }
@@ -62,7 +67,13 @@ const call: fc.Arbitrary<Call> = fc.oneof(
   {
     weight: 4,
     arbitrary: fc.record({
-      op: fc.constantFrom('acquire', 'acquire-script', 'acquire-fenced'),
+      op: fc.constantFrom(
+        'acquire',
+        'acquire-script',
+        'acquire-fenced',
+        'acquire-unless',
+        'acquire-fenced-unless',
+      ),
       ...lockToken,
       ms,
     }),
@@ -123,7 +134,14 @@ function perform(client: RedisScriptClient, step: Call): Promise<unknown> {
     case 'acquire-script':
       return acquireLock(scriptOnly(client), LOCKS[step.lock]!, TOKENS[step.token]!, millis);
     case 'acquire-fenced':
-      return acquireFencedLock(client, LOCKS[step.lock]!, TOKENS[step.token]!, millis);
+      return acquireLock(client, LOCKS[step.lock]!, TOKENS[step.token]!, millis, true);
+    // The entry looked for first: the lock's result key, which releases write.
+    case 'acquire-unless':
+    case 'acquire-fenced-unless': {
+      const lock = LOCKS[step.lock]!;
+      const fenced = step.op === 'acquire-fenced-unless';
+      return acquireLock(client, lock, TOKENS[step.token]!, millis, fenced, resultKey(lock));
+    }
     case 'release': {
       const lock = LOCKS[step.lock]!;
       const write = step.write
@@ -157,7 +175,8 @@ const sameValue = (a: unknown, b: unknown): boolean =>
   a === b || (isFence(a) && isFence(b) && Math.abs(Number(a) - Number(b)) <= 1e6);
 
 function expectSame(step: string, onRedis: Outcome, inMemory: Outcome): void {
-  if ((step === 'acquire-fenced' || step === 'get') && 'reply' in onRedis && 'reply' in inMemory) {
+  const fenced = step === 'acquire-fenced' || step === 'acquire-fenced-unless';
+  if ((fenced || step === 'get') && 'reply' in onRedis && 'reply' in inMemory) {
     expect(
       sameValue(onRedis.reply, inMemory.reply),
       `${step}: ${JSON.stringify([onRedis.reply, inMemory.reply])}`,
@@ -240,6 +259,9 @@ describe('each script and its JavaScript twin answer alike', () => {
       expect(tally.replies).toContain(reply);
     }
     expect(tally.replies).toContain('acquire-fenced:fence');
+    expect(tally.replies).toContain('acquire-fenced-unless:fence');
+    expect(tally.replies).toContain('acquire-unless:1');
+    expect(tally.replies).toContain('acquire-unless:0');
   }, 120_000);
 
   it.each<[string, Call[], number]>([
@@ -272,6 +294,19 @@ describe('each script and its JavaScript twin answer alike', () => {
         { op: 'pttl', key: 3 },
       ],
       1,
+    ],
+    [
+      'an entry found answers instead of the acquire, fenced or not, and takes no lock',
+      [
+        { op: 'set', key: 1, value: 2, ms: 0 },
+        { op: 'acquire-unless', lock: 0, token: 0, ms: 0 },
+        { op: 'acquire-fenced-unless', lock: 0, token: 1, ms: 5 },
+        { op: 'pttl', key: 0 },
+        { op: 'del', key: 1 },
+        { op: 'acquire-fenced-unless', lock: 0, token: 1, ms: 0 },
+        { op: 'get', key: 0 },
+      ],
+      0,
     ],
   ])('%s: the twin answers as Redis does', async (_, calls, wakeUps) => {
     const before = { calls: tally.calls, messages: tally.messages };

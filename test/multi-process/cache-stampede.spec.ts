@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { monitor } from '../support/monitor.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import type { CacheCommand, CacheReply } from './cache.protocol.js';
 import { Worker } from './flight.workers.js';
@@ -106,11 +107,8 @@ async function readsAfterWakeUp(
   key: string,
   padBytes?: number,
 ): Promise<{ reads: number; carried: boolean; results: Answers['results'] }> {
-  const monitor = await admin.monitor();
   const seen: string[][] = [];
-  monitor.on('monitor', (_time: string, args: unknown[], source: string) => {
-    seen.push([source, ...args.map(String)]);
-  });
+  const stop = await monitor(admin, ({ source, args }) => void seen.push([source, ...args]));
   let results: Answers['results'];
   try {
     results = await stampede(key, 60, 0, padBytes);
@@ -118,7 +116,7 @@ async function readsAfterWakeUp(
     await admin.ping();
     await new Promise((r) => setTimeout(r, 100));
   } finally {
-    monitor.disconnect();
+    stop();
   }
   const wake = seen.findIndex(([source, name]) => source === 'lua' && name === 'SPUBLISH');
   expect(wake).toBeGreaterThan(-1);

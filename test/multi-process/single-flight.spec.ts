@@ -5,6 +5,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService } from '../../lib/index.js';
 import { FAMILY_ENV, LOCK_FAMILIES, type ClientFamily } from '../support/client-families.js';
+import { monitor } from '../support/monitor.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import type { Reply } from './flight.protocol.js';
@@ -130,13 +131,12 @@ for (const [name, start] of Object.entries(backends)) {
     }, 120_000);
 
     it('3 processes on one cold key, share: true: the waiting processes take the result from the wake-up and read nothing after it', async () => {
-      const monitors = await Promise.all(backend.nodes.map((node) => node.monitor()));
       const seen: string[][] = [];
-      for (const monitor of monitors) {
-        monitor.on('monitor', (_time: string, args: unknown[], source: string) => {
-          seen.push([source, ...args.map(String)]);
-        });
-      }
+      const stops = await Promise.all(
+        backend.nodes.map((node) =>
+          monitor(node, ({ source, args }) => void seen.push([source, ...args])),
+        ),
+      );
       let replies: Result[];
       try {
         replies = await Promise.all(
@@ -147,7 +147,7 @@ for (const [name, start] of Object.entries(backends)) {
         await Promise.all(backend.nodes.map((node) => node.ping()));
         await new Promise((r) => setTimeout(r, 100));
       } finally {
-        for (const monitor of monitors) monitor.disconnect();
+        for (const stop of stops) stop();
       }
       expect(replies.reduce((sum, r) => sum + r.runs, 0)).toBe(1);
       const leader = replies.flatMap((r) => r.results)[0]!.value;

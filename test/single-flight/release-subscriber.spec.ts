@@ -6,6 +6,7 @@ import {
   ReleaseSubscriber,
   releaseSubscriberFor,
 } from '../../lib/single-flight/release-subscriber.js';
+import { inHeapChild } from '../support/heap-child.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { pubsubClients as pubsubClientIds, sleep } from './support.js';
 
@@ -49,8 +50,8 @@ describe('release subscriber: one lazy connection per process', () => {
     for (const l of all) l.close();
   });
 
-  it('is dropped when nothing waits, and made again for the next waiter', async () => {
-    const subscriber = new ReleaseSubscriber(server.client(), { idleMs: 0 });
+  it('is dropped keepMs after nothing waits, and made again for the next waiter', async () => {
+    const subscriber = new ReleaseSubscriber(server.client(), { idleMs: 0, keepMs: 0 });
     const before = await pubsubClients();
     const a = subscriber.listen(releaseChannel('buffer:lock:drop'), () => {});
     const b = subscriber.listen(releaseChannel('buffer:lock:drop'), () => {});
@@ -140,6 +141,63 @@ describe('release subscriber: one lazy connection per process', () => {
     kept.close();
     subscriber.close();
   });
+
+  it('outlives its last subscription by keepMs: the next stampede finds it open, with no handshake', async () => {
+    // A server of its own: connections of other tests (reconnecting, say) would come and go here.
+    const own = await startRedis();
+    try {
+      const admin = own.client();
+      // Every connection the server has now, not only pub/sub ones: one with no channel left is none.
+      const ids = async (): Promise<string[]> =>
+        [...String(await admin.client('LIST')).matchAll(/\bid=(\d+)/g)].map((m) => m[1]!);
+      const channels = (): Promise<unknown> =>
+        admin.call('PUBSUB', 'SHARDCHANNELS', 'buffer:lock:kept-open');
+      const subscriber = new ReleaseSubscriber(own.client(), { idleMs: 0, keepMs: 60_000 });
+      const a = subscriber.listen(releaseChannel('buffer:lock:kept-open'), () => {});
+      await a.ready;
+      const first = await ids();
+      a.close();
+      await until(async () => ((await channels()) as string[]).length === 0);
+      // The channel is ended; the connection stays, and the next waiter subscribes on it.
+      expect(await ids()).toEqual(first);
+      const b = subscriber.listen(releaseChannel('buffer:lock:kept-open'), () => {});
+      expect(await b.ready).toBe(true);
+      expect(await ids()).toEqual(first);
+      b.close();
+      subscriber.close();
+      await until(async () => (await ids()).length === first.length - 1);
+      admin.disconnect();
+    } finally {
+      await own.stop();
+    }
+  });
+
+  it('never keeps the process alive: a process whose own client has quit exits with it open', async () => {
+    // The child waits on a lock (so its subscriber connects), quits its client and ends on its
+    // own while the subscriber is kept open for 60 s: a socket that held the process would keep
+    // it past this test's time.
+    const own = await startRedis();
+    const result = await inHeapChild<{ woken: boolean; open: number }>(
+      `
+import { Redis } from 'ioredis';
+import { RedisLockService, SingleFlightEngine } from './dist/index.js';
+const client = new Redis(Number(process.env.PORT));
+const lock = new RedisLockService({ redis: client, namespace: 'unref:' });
+const engine = new SingleFlightEngine({ lock });
+const [guard] = await lock.acquire('k');
+const waited = engine.run('k', () => 'ran');
+await new Promise((r) => setTimeout(r, 100));
+await lock.release(guard);
+const woken = (await waited) === 'ran';
+const open = String(await client.client('LIST', 'TYPE', 'pubsub')).match(/id=/g).length;
+await client.quit();
+console.log(JSON.stringify({ woken, open }));
+`,
+      { PORT: String(own.port) },
+    ).finally(() => own.stop());
+    // Its one pub/sub connection was open when its client quit.
+    expect(result).toEqual({ woken: true, open: 1 });
+  }, 20_000);
 
   it('releaseSubscriberFor gives one subscriber per client', () => {
     const one = server.client();

@@ -1,4 +1,6 @@
 import type { Redis } from 'ioredis';
+import { monitor, type MonitoredCommand } from './monitor.js';
+import type { RedisServer } from './redis-server.js';
 
 /** Calls of each command a server ran since start (or CONFIG RESETSTAT), by lower-case name. */
 export async function commandStats(client: Redis): Promise<Map<string, number>> {
@@ -28,12 +30,10 @@ export async function lockCommands(client: Redis): Promise<number> {
  * MONITOR is on, to a function that tells the count so far.
  */
 export async function lateAcquires(node: Redis, redisKey: string): Promise<() => number> {
-  const monitor = await node.monitor();
-  monitor.on('error', () => {});
   const released = new Set<string>();
   let late = 0;
-  monitor.on('monitor', (_time: string, args: readonly unknown[]) => {
-    const [name, ...rest] = args.map(String);
+  await monitor(node, ({ args }) => {
+    const [name, ...rest] = args;
     const command = name?.toLowerCase();
     // A release: EVALSHA <sha> 1 <key> <token> (or EVAL <script> ...); an acquire: SET <key> <token> PX <ms> NX.
     if ((command === 'evalsha' || command === 'eval') && rest.length === 4 && rest[1] === '1') {
@@ -43,4 +43,26 @@ export async function lateAcquires(node: Redis, redisKey: string): Promise<() =>
     }
   });
   return () => late;
+}
+
+/** The address MONITOR names `client` by. */
+export const addressOf = (client: Redis): string =>
+  `${client.stream.localAddress}:${client.stream.localPort}`;
+
+/** What MONITOR saw on `server` while `during` ran: each command with the address it came from. */
+export async function watched(
+  server: RedisServer,
+  during: () => Promise<void>,
+): Promise<MonitoredCommand[]> {
+  const seen: MonitoredCommand[] = [];
+  const stop = await monitor(server.client(), (command) => void seen.push(command));
+  try {
+    await during();
+    // MONITOR shows a command once it ran: a PING behind the others is shown after them.
+    await server.client().ping();
+    await new Promise((r) => setTimeout(r, 50));
+  } finally {
+    stop();
+  }
+  return seen;
 }
