@@ -14,10 +14,15 @@ import { optionNames, validateOptions } from '../options/validate-options.js';
 import { LocalFlights } from '../single-flight/local-flights.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 import { ThrottledLog } from '../single-flight/throttled-log.js';
-import { cacheChannel, nowMs, traced, type CacheTrace } from '../telemetry/channels.js';
+import {
+  cacheChannel,
+  nowMs,
+  traced as traceCall,
+  type CacheTrace,
+} from '../telemetry/channels.js';
 import type { BufferCacheEvents } from '../types/events.js';
 import { EntryBuilder, type Built } from './entry-builder.js';
-import { EntryStore, type CacheEntry } from './entry-store.js';
+import { EntryStore, type CacheEntry, type Found } from './entry-store.js';
 
 /** One lookup's value and how it was had (the interceptor's `X-Cache`). */
 export interface CacheLookup<T> {
@@ -118,7 +123,9 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   /** The value of `key` while its entry may be served (fresh or within `grace`), else `undefined`. */
   async get<T = unknown>(key: string): Promise<T | undefined> {
     key = spaced(key);
-    const { entry } = await this.entries.lookup(key, this.lockKeyOf(key));
+    const lockKey = this.lockKeyOf(key);
+    const entry =
+      this.entries.local(key) ?? (await this.entries.lookup(key, lockKey, undefined, true)).entry;
     return entry && this.now() < entry.staleUntil ? (entry.value as T) : undefined;
   }
 
@@ -127,7 +134,8 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     key = spaced(key);
     const settings = this.settingsOf(options);
     const text = this.entries.encode(key, value, settings);
-    await this.entries.write(key, this.lockKeyOf(key), text, settings);
+    const kept = settings.l1 ? this.entries.decode(text) : undefined;
+    await this.entries.write(key, this.lockKeyOf(key), text, settings, kept);
   }
 
   /** Deletes the entry of `key`: the next call builds it (once across the fleet). */
@@ -146,12 +154,18 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     try {
       key = spaced(key, url);
       const settings = this.settingsOf(options);
+      const held = settings.l1 ? this.entries.local(key) : undefined;
+      const traced = cacheChannel.hasSubscribers;
+      // A fresh copy in `l1` is served with nothing sent, unless the call is traced.
+      if (held && !traced && this.now() < held.freshUntil) {
+        return Promise.resolve(this.hit(key, undefined, held, factory, settings));
+      }
       const lockKey = this.lockKeyOf(key);
       // A traced call is a lookup of its own, with a trace of its own.
-      if (cacheChannel.hasSubscribers) {
+      if (traced) {
         const trace = this.builder.traceOf(key, lockKey);
-        return traced(cacheChannel, trace, () =>
-          this.lookup(key, lockKey, factory, settings, trace),
+        return traceCall(cacheChannel, trace, () =>
+          this.lookup(key, lockKey, factory, settings, trace, held),
         );
       }
       const running = this.running.get(lockKey);
@@ -165,6 +179,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
         factory,
         settings,
         this.builder.traceOf(key, lockKey),
+        held,
       );
       this.running.set(lockKey, { settings, outcome });
       const forget = (): void => {
@@ -191,17 +206,16 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     factory: () => T | Promise<T>,
     settings: CacheSettings,
     trace: CacheTrace,
+    held: CacheEntry | undefined,
   ): Promise<CacheLookup<Awaited<T>>> {
-    const found = await this.entries.lookup(key, lockKey, settings.lockTtl);
+    const found: Found = held
+      ? { entry: held, lockHeld: false }
+      : await this.entries.lookup(key, lockKey, settings.lockTtl, settings.l1);
     const { entry, lockHeld } = found;
     const now = this.now();
     if (entry && now < entry.freshUntil) {
       trace.role = 'hit';
-      this.emit('hit', key);
-      if (settings.earlyRefresh !== false && this.early(entry, now, settings)) {
-        void this.builder.refresh(key, lockKey, factory, settings, entry.freshUntil);
-      }
-      return { value: entry.value as Awaited<T>, status: 'hit' };
+      return this.hit(key, lockKey, entry, factory, settings);
     }
     if (entry && now < entry.staleUntil) {
       trace.role = 'stale';
@@ -231,6 +245,23 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     this.emit('miss', key);
     const built = await building;
     return { value: built!.value as Awaited<T>, status: 'miss' };
+  }
+
+  /** A fresh entry's answer; it may start the early refresh (`lockKey` is made then if not given). */
+  private hit<T>(
+    key: string,
+    lockKey: string | undefined,
+    entry: CacheEntry,
+    factory: () => T | Promise<T>,
+    settings: CacheSettings,
+  ): CacheLookup<Awaited<T>> {
+    this.emit('hit', key);
+    const now = this.now();
+    if (settings.earlyRefresh !== false && this.early(entry, now, settings)) {
+      lockKey ??= this.lockKeyOf(key);
+      void this.builder.refresh(key, lockKey, factory, settings, entry.freshUntil);
+    }
+    return { value: entry.value as Awaited<T>, status: 'hit' };
   }
 
   // XFetch (Vattani et al., PVLDB 2015), bounded to the last half of `ttl`: at most ~2 builds a ttl.

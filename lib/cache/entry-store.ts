@@ -18,8 +18,10 @@ import {
   type ResultSerializer,
 } from '../serialization/result-serializer.js';
 import type { ThrottledLog } from '../single-flight/throttled-log.js';
+import type { RedisScriptClient } from '../types/clients.js';
 import { lockChannel } from '../telemetry/channels.js';
 import { cacheStoreOf, RedisCacheStore, type BufferCacheStore } from './cache-store.js';
+import { LocalTier } from './local-tier.js';
 
 /** One cached value: fresh until `freshUntil`, servable stale until `staleUntil` (epoch ms). */
 export interface CacheEntry {
@@ -58,32 +60,60 @@ export class EntryStore {
   private readonly builtIn: boolean;
   private readonly serializer: ResultSerializer;
   private readonly reading = new Map<string, Promise<Found>>();
+  /** The module's `l1`, if it has one. */
+  private readonly tier: LocalTier<CacheEntry> | undefined;
 
   constructor(
     private readonly parts: CacheParts,
     cache: object | undefined,
   ) {
-    const { lock, options } = parts;
+    const { lock, options, messages, log, now } = parts;
     this.store = cache ? cacheStoreOf(cache) : new RedisCacheStore(() => lock.getClient());
     this.builtIn = this.store instanceof RedisCacheStore;
     this.serializer = options.serializer ?? JSON_RESULT_SERIALIZER;
+    const settings = options.l1;
+    if (settings) {
+      const publishFailed = (error: unknown): void => {
+        const line = messages.render('l1_publish_failed', {
+          ERROR: errorText(error),
+          SECONDS: settings.maxAge,
+        });
+        log.warn('l1_publish_failed', line);
+      };
+      const channel = `${options.cachePrefix}{nestjs-buffer-lock}:l1`;
+      const client = (): Promise<RedisScriptClient> => lock.getClient();
+      this.tier = new LocalTier({ settings, channel, client, now, publishFailed });
+    }
+  }
+
+  /** This process's copy of `key` while it may be served (`l1`), else `undefined`. */
+  local(key: string): CacheEntry | undefined {
+    return this.tier?.get(key, this.parts.now());
   }
 
   /**
    * Overlapping lookups of one key share one store read: a hot key is one read per round trip. On
    * the built-in store, a miss reads its lock's state in the same script; with `lockTtl` (seconds)
    * it takes the lock when it is free, unless the lock's acquires are traced (then each is its own
-   * step).
+   * step). With `keep`, the entry found is kept in `l1`.
    */
-  lookup(key: string, lockKey: string, lockTtl?: number): Promise<Found> {
+  lookup(key: string, lockKey: string, lockTtl?: number, keep = false): Promise<Found> {
     const storeKey = this.keyOf(key, lockKey);
     const running = this.reading.get(storeKey);
     if (running) return running;
-    const read = !this.builtIn
+    let read = !this.builtIn
       ? this.read(key, lockKey).then((entry) => ({ entry, lockHeld: false }))
       : lockTtl === undefined || lockChannel.hasSubscribers
         ? this.lookupWithLock(storeKey, lockKey)
         : this.lookupTaking(storeKey, lockKey, lockTtl);
+    const tier = keep ? this.tier : undefined;
+    if (tier) {
+      const mark = tier.mark();
+      read = read.then((found) => {
+        if (found.entry) tier.put(key, found.entry, mark, this.parts.now());
+        return found;
+      });
+    }
     this.reading.set(storeKey, read);
     const forget = (): void => void this.reading.delete(storeKey);
     void read.then(forget, forget);
@@ -175,13 +205,22 @@ export class EntryStore {
     return `${freshUntil}:${freshUntil + settings.grace * 1000}:${deltaMs}:${payload}`;
   }
 
-  async write(key: string, lockKey: string, text: string, settings: CacheSettings): Promise<void> {
+  /** Writes the entry; every `l1` drops its copy, and this one keeps `kept` (its decoded value). */
+  async write(
+    key: string,
+    lockKey: string,
+    text: string,
+    settings: CacheSettings,
+    kept?: CacheEntry,
+  ): Promise<void> {
     const storeKey = this.keyOf(key, lockKey);
     await this.guarded(() => this.store.set(storeKey, text, ttlMsOf(settings)));
+    await this.tier?.written(key, kept);
   }
 
   async delete(key: string, lockKey: string): Promise<void> {
     await this.guarded(() => this.store.delete(this.keyOf(key, lockKey)));
+    await this.tier?.written(key);
   }
 
   /**
@@ -199,7 +238,9 @@ export class EntryStore {
     if (!this.builtIn) await this.write(key, guard.key, text, settings);
     const prefix = this.builtIn ? options.cachePrefix : undefined;
     const write = { prefix, payload: text, ttlMs: ttlMsOf(settings), carried: 'entry' as const };
-    return (await lock[RELEASE_WRITING](guard, write))[1];
+    const [, error] = await lock[RELEASE_WRITING](guard, write);
+    if (this.builtIn) await this.tier?.written(key);
+    return error;
   }
 
   decode(text: unknown): CacheEntry {

@@ -86,7 +86,7 @@ export const ENGLISH_MESSAGES = {
     'cache_lock cache must be a cache-manager Cache, a Keyv instance or an object with get(), set() and delete()',
   cache_prefix_invalid: 'cache_lock cachePrefix must be a string without { or }',
   cache_defaults_invalid:
-    'cache_lock cacheDefaults must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout, hardTimeout, maxValueBytes)',
+    'cache_lock cacheDefaults must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout, hardTimeout, maxValueBytes, earlyRefresh, l1)',
   cache_ttl_invalid: 'cache_lock cache ttl must be a positive number of seconds',
   cache_grace_invalid: 'cache_lock cache grace must be zero or a positive number of seconds',
   cache_timeout_invalid: 'cache_lock cache timeout must be zero or a positive number of seconds',
@@ -97,6 +97,12 @@ export const ENGLISH_MESSAGES = {
     'cache_lock cache maxValueBytes must be a positive whole number of bytes',
   cache_early_refresh_invalid:
     'cache_lock cache earlyRefresh must be true, false or a positive number',
+  cache_l1_invalid: 'cache_lock cache l1 must be true or false',
+  l1_invalid: 'cache_lock l1 must be false or an object with maxEntries and maxAge',
+  l1_max_entries_invalid: 'cache_lock l1.maxEntries must be a positive integer',
+  l1_max_age_invalid: 'cache_lock l1.maxAge must be a positive number of seconds',
+  l1_publish_failed:
+    'Could not tell the other workers to drop their copy of a cache entry: ERROR; they serve it for SECONDS s at most',
   cache_interceptor_failed: 'The cache failed for a route, whose handler answered instead: ERROR',
   http_invalid: 'cache_lock http must be an object with shareAuthorized and vary',
   http_authorized_invalid: 'cache_lock http.shareAuthorized must be true or false',
@@ -105,7 +111,7 @@ export const ENGLISH_MESSAGES = {
     '@Cached key must be a non-empty string or a function that returns the cache key',
   cached_not_method: '@Cached can only decorate a method',
   cached_options_invalid:
-    '@Cached options must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout, hardTimeout, maxValueBytes)',
+    '@Cached options must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout, hardTimeout, maxValueBytes, earlyRefresh, l1)',
   cached_unsupported:
     '@Cached on CLASS.METHOD cannot cache its result as one entry: WHAT. Return plain data',
   cached_no_module:

@@ -8,6 +8,7 @@ import type { ResultSerializer } from '../serialization/result-serializer.js';
 import type { FlightLockLostEvent } from '../types/events.js';
 import { isScriptClient, type LockClient, type RedisClientFactory } from '../redis/client.js';
 import { CacheOptionsDto, HttpCacheOptionsDto, type BufferCacheOptions } from './cache.options.js';
+import { L1OptionsDto, type L1Settings } from './l1.options.js';
 import {
   CircuitBreakerOptionsDto,
   type CircuitBreakerSettings,
@@ -82,6 +83,18 @@ export interface BufferLockOptions extends Omit<RedisLockOptions, 'redis'>, Sing
   cachePrefix?: string;
   /** The cache's per-call defaults. */
   cacheDefaults?: BufferCacheOptions;
+  /**
+   * An in-process tier in front of the store: a hit there sends nothing to Redis. Every write or
+   * delete of an entry, in any worker, drops the copies of the others. Default `false` (none).
+   */
+  l1?:
+    | {
+        /** Entries kept at most; the least recently used one goes first. Default `10000`. */
+        maxEntries?: number;
+        /** Seconds a copy is served at most, whatever happens to invalidations. Default `5`. */
+        maxAge?: number;
+      }
+    | false;
   /** Which HTTP requests `BufferCacheInterceptor` shares, and what its URL keys vary by. */
   http?: {
     /** Also cache and coalesce requests with `Authorization` or `Cookie`. Default `false`. */
@@ -144,6 +157,10 @@ export class BufferLockOptionsDto
   @Nested(CacheOptionsDto, 'cache_defaults_invalid')
   cacheDefaults: CacheOptionsDto = new CacheOptionsDto();
 
+  @ValidateIf((_options, value) => value !== false)
+  @Nested(L1OptionsDto, 'l1_invalid')
+  l1: L1Settings = false;
+
   @Nested(HttpCacheOptionsDto, 'http_invalid')
   http: HttpCacheOptionsDto = new HttpCacheOptionsDto();
 
@@ -175,6 +192,7 @@ export type ResolvedBufferLockOptions = Readonly<
       | 'redis'
       | 'circuitBreaker'
       | 'cacheDefaults'
+      | 'l1'
       | 'http'
     >
   > &
@@ -189,6 +207,7 @@ export type ResolvedBufferLockOptions = Readonly<
         Required<Omit<BufferCacheOptions, 'lockTtl' | 'lockTimeout'>> &
           Pick<BufferCacheOptions, 'lockTtl' | 'lockTimeout'>
       >;
+      l1: Readonly<Required<Exclude<BufferLockOptions['l1'], undefined | false>>> | false;
       http: Readonly<Required<NonNullable<BufferLockOptions['http']>>>;
     }
 >;

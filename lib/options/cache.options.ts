@@ -28,6 +28,8 @@ export interface BufferCacheOptions {
   maxValueBytes?: number;
   /** Refreshes a hot entry before it expires (XFetch); `true` is β = 1, a number β. Default `false`. */
   earlyRefresh?: boolean | number;
+  /** `false`: this call's entry is neither read from nor kept in the module's `l1`. Default `true`. */
+  l1?: boolean;
 }
 
 // The rules and defaults of `BufferCacheOptions`: module option `cacheDefaults`, and each call's.
@@ -60,6 +62,9 @@ export class CacheOptionsDto implements BufferCacheOptions {
     (v) => typeof v === 'boolean' || (typeof v === 'number' && v > 0 && v < Infinity),
   )
   earlyRefresh: boolean | number = false;
+
+  @Rule('cache_l1_invalid', (v) => typeof v === 'boolean')
+  l1: boolean = true;
 }
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i;

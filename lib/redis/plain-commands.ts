@@ -9,6 +9,11 @@ const SET_PX = luaScript(
 );
 const DEL = luaScript(`return redis.call('DEL', KEYS[1])`, (redis, [key]) => redis.del(key!));
 const PTTL = luaScript(`return redis.call('PTTL', KEYS[1])`, (redis, [key]) => redis.pttl(key!));
+// The channel goes as the script's key, so that a Cluster client sends it to the channel's shard.
+const SPUBLISH = luaScript(
+  `return redis.call('SPUBLISH', KEYS[1], ARGV[1])`,
+  (redis, [channel], [message]) => redis.spublish(channel!, message!),
+);
 const PING = luaScript(`return redis.call('PING')`, () => 'PONG');
 // A cache entry, or when there is none its lock's PTTL (both keys in one slot): a miss tells
 // whether a build is running, with no round trip more.
@@ -52,6 +57,15 @@ export function setValue(
 
 export function deleteKey(client: RedisScriptClient, key: string): Promise<unknown> {
   return runScript(client, DEL, [key], []);
+}
+
+/** SPUBLISH of `message` on the shard channel `channel`. */
+export function publishToShard(
+  client: RedisScriptClient,
+  channel: string,
+  message: string,
+): Promise<unknown> {
+  return runScript(client, SPUBLISH, [channel], [message]);
 }
 
 /** Redis's PTTL: `-2` when the key is gone, `-1` when it has no expiry. */

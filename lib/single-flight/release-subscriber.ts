@@ -25,6 +25,7 @@ interface Listener {
   /** With the message's text; with none when the subscriber became unusable. */
   readonly onMessage: (text?: string) => void;
   readonly onError: ((error: Error) => void) | undefined;
+  readonly onClosed: (() => void) | undefined;
 }
 
 interface Channel {
@@ -83,12 +84,14 @@ export class ReleaseSubscriber {
 
   /**
    * Calls `onMessage` with the text of every message on `channel`, and with none when the
-   * subscriber becomes unusable.
+   * subscriber becomes unusable; `onClosed` when the subscriber is closed (then it forgets the
+   * listener).
    */
   listen(
     channel: string,
     onMessage: (text?: string) => void,
     onError?: (error: Error) => void,
+    onClosed?: () => void,
   ): Listening {
     this.lingering.delete(channel);
     let entry = this.channels.get(channel);
@@ -97,7 +100,7 @@ export class ReleaseSubscriber {
       this.channels.set(channel, entry);
     }
     // Added first, so that it hears of a failure of the SSUBSCRIBE sent for it.
-    const listener: Listener = { onMessage, onError };
+    const listener: Listener = { onMessage, onError, onClosed };
     entry.listeners.add(listener);
     if (entry.ok === false) {
       // Within the cool-down a new SSUBSCRIBE would fail like the last one: poll instead.
@@ -119,12 +122,14 @@ export class ReleaseSubscriber {
   close(): void {
     clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
+    const listeners = [...this.channels.values()].flatMap((entry) => [...entry.listeners]);
     this.channels.clear();
     this.lingering.clear();
     const connection = this.connection;
     // Forgotten first: its own close event is no failure.
     this.connection = undefined;
     connection?.disconnect();
+    for (const listener of listeners) listener.onClosed?.();
   }
 
   private mayTry(): boolean {

@@ -194,7 +194,7 @@ describe('@Cached refuses, when the class is defined, what is not one value', ()
     const error = refusal(() => Cached('k', options as never));
     expect(error.code).toBe('cached_options_invalid');
     expect(error.message).toBe(
-      '@Cached options must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout, hardTimeout, maxValueBytes)',
+      '@Cached options must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout, hardTimeout, maxValueBytes, earlyRefresh, l1)',
     );
   });
 

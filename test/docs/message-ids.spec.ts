@@ -9,7 +9,7 @@ const ids = new Set(Object.keys(ENGLISH_MESSAGES));
 
 /** The snake_case words in backticks: what the docs show as message ids. */
 const named = (page: string) =>
-  [...text(page).matchAll(/`([a-z]+(?:_[a-z]+)+)`/g)].map((m) => m[1]!);
+  [...text(page).matchAll(/`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`/g)].map((m) => m[1]!);
 
 describe('the message ids in README.md and docs/', () => {
   it('are ids of the catalog, each one a code the library emits', () => {
@@ -23,7 +23,7 @@ describe('the message ids in README.md and docs/', () => {
 
   it('are all listed, with their English texts, on the messages page', () => {
     const rows = new Map(
-      [...text('docs/messages.md').matchAll(/^\| `([a-z_]+)` +\| (.*?) +\|$/gm)].map((m) => [
+      [...text('docs/messages.md').matchAll(/^\| `([a-z0-9_]+)` +\| (.*?) +\|$/gm)].map((m) => [
         m[1]!,
         m[2]!.replaceAll('\\|', '|'),
       ]),
