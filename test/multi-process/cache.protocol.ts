@@ -41,7 +41,11 @@ export type CacheCommand =
       readonly everyMs: number;
     }
   /** Waits until every cross-process build or refresh this worker started has ended. */
-  | { readonly cmd: 'settle'; readonly id: number };
+  | { readonly cmd: 'settle'; readonly id: number }
+  /** `BufferCache.get(key)`: answers `{ value }` (`null` for none). */
+  | { readonly cmd: 'read'; readonly id: number; readonly key: string }
+  /** `BufferCache.set(key, value)`, or `delete(key)` when `value` is `null`: answers `{ done }`. */
+  | { readonly cmd: 'write'; readonly id: number; readonly key: string; readonly value: unknown };
 
 /** One factory run in a worker (epoch ms). */
 export interface FactoryRun {
@@ -70,4 +74,6 @@ export type CacheReply =
       readonly attempts: number;
     }
   | { readonly id: number; readonly reads: number; readonly misses: number }
+  | { readonly id: number; readonly value: unknown }
+  | { readonly id: number; readonly done: true }
   | { readonly id: number; readonly error: string };

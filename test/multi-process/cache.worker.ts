@@ -1,7 +1,7 @@
 /**
  * A worker process of test/multi-process/cache-stampede.spec.ts: a Nest application context with
  * BufferLockModule.forRoot({ redis: url }) and a method that reads through BufferCache.getOrSet,
- * driven over IPC. Environment: REDIS_URL, NS.
+ * driven over IPC. Environment: REDIS_URL, NS, and L1 (the module's `l1` option as JSON, if any).
  */
 /* oxlint-disable typescript/no-extraneous-class -- Nest modules are empty classes with metadata */
 import 'reflect-metadata';
@@ -55,6 +55,7 @@ class Reports {
       redis: process.env['REDIS_URL']!,
       namespace: process.env['NS'] ?? 'mp:cache:',
       logger: { log() {}, warn() {}, error() {} },
+      ...(process.env['L1'] ? { l1: JSON.parse(process.env['L1']) as object } : {}),
     }),
   ],
   providers: [Reports],
@@ -99,6 +100,14 @@ async function handle(command: CacheCommand): Promise<void> {
   if (command.cmd === 'settle') {
     while (inFlight.size > 0) await Promise.all(inFlight);
     return send({ id: command.id, runs, built, attempts });
+  }
+  if (command.cmd === 'read') {
+    return send({ id: command.id, value: (await cache.get(command.key)) ?? null });
+  }
+  if (command.cmd === 'write') {
+    const { key, value } = command;
+    await (value === null ? cache.delete(key) : cache.set(key, value));
+    return send({ id: command.id, done: true });
   }
   if (command.cmd === 'hot') {
     const { key, buildMs, ttl, beta, forMs, everyMs } = command;
