@@ -39,6 +39,9 @@ interface Running {
 /** The lookup with its status, for the interceptor. */
 export const LOOKUP: unique symbol = Symbol('lookup');
 
+/** `set`, resolving to what a hit will return, for `@CachePut`. */
+export const PUT: unique symbol = Symbol('put');
+
 /** The module's `http` options, for the interceptor. */
 export const HTTP: unique symbol = Symbol('http');
 
@@ -131,11 +134,23 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
 
   /** Stores `value` under `key` as a fresh entry, with no lock. */
   async set(key: string, value: unknown, options?: BufferCacheOptions): Promise<void> {
+    await this[PUT](key, value, options);
+  }
+
+  /** @internal `set`, resolving to the value as a hit will return it (`@CachePut`). */
+  async [PUT](key: string, value: unknown, options?: BufferCacheOptions): Promise<unknown> {
     key = spaced(key);
     const settings = this.settingsOf(options);
     const text = this.entries.encode(key, value, settings);
-    const kept = settings.l1 ? this.entries.decode(text) : undefined;
-    await this.entries.write(key, this.lockKeyOf(key), text, settings, kept);
+    const entry = this.entries.decode(text);
+    await this.entries.write(
+      key,
+      this.lockKeyOf(key),
+      text,
+      settings,
+      settings.l1 ? entry : undefined,
+    );
+    return entry.value;
   }
 
   /** Deletes the entry of `key`: the next call builds it (once across the fleet). */

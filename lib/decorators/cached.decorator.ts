@@ -1,5 +1,3 @@
-import { BufferCache } from '../cache/buffer-cache.service.js';
-import { BufferLockNotImportedError } from '../errors/buffer-lock-not-imported.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { CacheOptionsDto, type BufferCacheOptions } from '../options/cache.options.js';
 import { validateOptions } from '../options/validate-options.js';
@@ -7,7 +5,6 @@ import type { SingleFlight } from './single-flight.decorator.js';
 import {
   checkArguments,
   configError,
-  injectOnce,
   keyOf,
   notAPlainValue,
   originalMethod,
@@ -15,8 +12,7 @@ import {
   returnsObservable,
   type SingleFlightKey,
 } from './method-metadata.js';
-
-const CACHE: unique symbol = Symbol('BufferLock.cache');
+import { cacheOf, injectCache } from './injected-cache.js';
 
 /**
  * Caches the method's value under `key`, built once across every worker sharing one Redis (see
@@ -52,14 +48,11 @@ export function Cached<This, Args extends unknown[]>(
       ? 'it returns an Observable'
       : notAPlainValue(target, propertyKey);
     if (why) throw configError(messages, 'method', 'cached_unsupported', { ...names, WHAT: why });
-    injectOnce(target, CACHE, BufferCache);
+    injectCache(target);
 
     const wrapper = function (this: This, ...args: Args): Promise<unknown> {
-      const cache = (this as { [CACHE]?: BufferCache })[CACHE];
-      if (!cache) {
-        const text = messages.render('cached_no_module', names);
-        return Promise.reject(new BufferLockNotImportedError(text));
-      }
+      const cache = cacheOf(this, messages, 'cached_no_module', names);
+      if (cache instanceof Error) return Promise.reject(cache);
       try {
         return cache.getOrSet(keyOf(key, this, args), () => original.apply(this, args), options);
       } catch (error) {

@@ -25,18 +25,23 @@ export function configError(
   return new BufferLockConfigError([{ property, code, message: messages.render(code, params) }]);
 }
 
-type Decorator = 'cached' | 'single_flight';
+type Decorator = 'cached' | 'single_flight' | 'cache_put' | 'cache_evict';
 
-/** Refuses a bad key, and options that are no object (`'skip'` would be silently ignored). */
+const isKey = (key: unknown): boolean => typeof key === 'string' && key !== '';
+const isKeys = (keys: unknown): boolean =>
+  Array.isArray(keys) && keys.length > 0 && keys.every(isKey);
+
+/** Refuses a bad key (`@CacheEvict` takes an array of them too), and options that are no object (`'skip'` would be silently ignored). */
 export function checkArguments(
   messages: BufferLockMessages,
   decorator: Decorator,
   key: unknown,
   options: unknown,
 ): void {
-  if (!((typeof key === 'string' && key !== '') || typeof key === 'function')) {
+  if (!(isKey(key) || typeof key === 'function' || (decorator === 'cache_evict' && isKeys(key)))) {
     throw configError(messages, 'key', `${decorator}_key_invalid`);
   }
+  if (decorator === 'cache_evict') return;
   const isObject = typeof options === 'object' && options !== null && !Array.isArray(options);
   if (options !== undefined && !isObject) {
     throw configError(messages, 'options', `${decorator}_options_invalid`);

@@ -97,6 +97,22 @@ export const ENGLISH_MESSAGES = {
     'cache_lock cache maxValueBytes must be a positive whole number of bytes',
   cache_early_refresh_invalid:
     'cache_lock cache earlyRefresh must be true, false or a positive number',
+  cache_put_key_invalid:
+    '@CachePut key must be a non-empty string or a function that returns the cache key',
+  cache_put_not_method: '@CachePut can only decorate a method',
+  cache_put_options_invalid:
+    '@CachePut options must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout, hardTimeout, maxValueBytes, earlyRefresh, l1)',
+  cache_put_unsupported:
+    '@CachePut on CLASS.METHOD cannot store its result as one entry: WHAT. Return plain data',
+  cache_put_no_module:
+    'CLASS.METHOD uses @CachePut, but BufferLockModule is not visible to its module: import BufferLockModule.forRoot() there, or register it with isGlobal: true',
+  cache_evict_key_invalid:
+    '@CacheEvict keys must be a non-empty string, an array of them, or a function that returns them',
+  cache_evict_not_method: '@CacheEvict can only decorate a method',
+  cache_evict_unsupported:
+    '@CacheEvict on CLASS.METHOD cannot tell when it succeeded: WHAT. Return a value or a promise',
+  cache_evict_no_module:
+    'CLASS.METHOD uses @CacheEvict, but BufferLockModule is not visible to its module: import BufferLockModule.forRoot() there, or register it with isGlobal: true',
   cache_l1_invalid: 'cache_lock cache l1 must be true or false',
   l1_invalid: 'cache_lock l1 must be false or an object with maxEntries and maxAge',
   l1_max_entries_invalid: 'cache_lock l1.maxEntries must be a positive integer',

@@ -1,0 +1,236 @@
+/* oxlint-disable typescript/no-extraneous-class -- Nest modules are empty classes with metadata */
+import { Body, Controller, Delete, Get, Injectable, Param, Put, Res } from '@nestjs/common';
+import type { INestApplication } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+// Observable is imported as a value: design:returntype then names it.
+import { Observable, of } from 'rxjs';
+import request from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  BufferCache,
+  BufferLockConfigError,
+  BufferLockModule,
+  BufferLockNotImportedError,
+  CacheEvict,
+  CachePut,
+  Cached,
+  ENGLISH_MESSAGES,
+} from '../../lib/index.js';
+import { METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+
+let server: RedisServer;
+let app: INestApplication;
+let cache: BufferCache;
+let builds = 0;
+const stored = new Map<string, { id: string; name: string }>();
+
+@Injectable()
+class Reports {
+  @Cached((id: string) => `evict:report:${id}`, { ttl: 600 })
+  async read(id: string): Promise<{ id: string; name: string; build: number }> {
+    return { ...(stored.get(id) ?? { id, name: 'none' }), build: ++builds };
+  }
+
+  @CacheEvict((id: string) => [`evict:report:${id}`, 'evict:list'])
+  async remove(id: string, fail = false): Promise<string> {
+    if (fail) throw new Error('the database refused');
+    stored.delete(id);
+    return `removed ${id}`;
+  }
+
+  @CacheEvict('evict:list')
+  clearList(): number {
+    return 7;
+  }
+
+  @CacheEvict(function (this: Reports) {
+    return this.listKey;
+  })
+  async refreshList(): Promise<void> {}
+
+  readonly listKey = 'evict:list';
+
+  @CacheEvict(() => 42 as unknown as string)
+  async badKey(): Promise<void> {}
+
+  @CachePut((id: string) => `evict:report:${id}`, { ttl: 600 })
+  async save(
+    id: string,
+    name: string,
+    fail = false,
+  ): Promise<{ id: string; name: string; at: Date }> {
+    if (fail) throw new Error('the database refused');
+    stored.set(id, { id, name });
+    return { id, name, at: new Date(0) };
+  }
+}
+
+@Controller('reports')
+class ReportsController {
+  constructor(private readonly reports: Reports) {}
+
+  @Put(':id')
+  @CachePut((id: string) => `evict:report:${id}`)
+  update(@Param('id') id: string, @Body() body: { name: string }): { id: string; name: string } {
+    stored.set(id, { id, name: body.name });
+    return { id, name: body.name };
+  }
+
+  @Delete(':id')
+  @CacheEvict((id: string) => `evict:report:${id}`)
+  remove(@Param('id') id: string): string {
+    stored.delete(id);
+    return 'gone';
+  }
+
+  @Get(':id')
+  read(@Param('id') id: string): Promise<unknown> {
+    return this.reports.read(id);
+  }
+}
+
+beforeAll(async () => {
+  server = await startRedis();
+  const moduleRef = await Test.createTestingModule({
+    imports: [BufferLockModule.forRoot({ redis: server.url, l1: { maxAge: 60 } })],
+    controllers: [ReportsController],
+    providers: [Reports],
+  }).compile();
+  app = moduleRef.createNestApplication({ logger: false });
+  await app.init();
+  cache = app.get(BufferCache);
+});
+
+afterAll(async () => {
+  await app?.close();
+  await server?.stop();
+});
+
+describe('@CacheEvict', () => {
+  it('deletes the entries once the method has returned: the next read builds again', async () => {
+    const reports = app.get(Reports);
+    stored.set('1', { id: '1', name: 'first' });
+    const before = builds;
+    await reports.read('1');
+    await reports.read('1');
+    expect(builds).toBe(before + 1);
+    await cache.set('evict:list', ['1']);
+    expect(await reports.remove('1')).toBe('removed 1');
+    expect(await cache.get('evict:list')).toBeUndefined();
+    expect(await reports.read('1')).toMatchObject({ name: 'none', build: before + 2 });
+  });
+
+  it('deletes nothing when the method throws, and rejects with its error', async () => {
+    const reports = app.get(Reports);
+    await cache.set('evict:list', ['2']);
+    const first = await reports.read('2');
+    await expect(reports.remove('2', true)).rejects.toThrow('the database refused');
+    expect(await cache.get('evict:list')).toEqual(['2']);
+    expect(await reports.read('2')).toEqual(first);
+  });
+
+  it('takes a key, keys, or a function of the arguments with this the instance; a sync method becomes async', async () => {
+    const reports = app.get(Reports);
+    await cache.set('evict:list', [1]);
+    const answer = reports.clearList();
+    expect(answer).toBeInstanceOf(Promise);
+    expect(await answer).toBe(7);
+    expect(await cache.get('evict:list')).toBeUndefined();
+    await cache.set('evict:list', [2]);
+    await reports.refreshList();
+    expect(await cache.get('evict:list')).toBeUndefined();
+  });
+
+  it('a key function that returns no string rejects in the catalog’s words, after the method ran', async () => {
+    await expect(app.get(Reports).badKey()).rejects.toMatchObject({ code: 'lock_key_invalid' });
+  });
+
+  it('keeps the route’s metadata: DELETE /reports/:id evicts the entry the GET built', async () => {
+    stored.set('9', { id: '9', name: 'nine' });
+    const first = await request(app.getHttpServer()).get('/reports/9');
+    expect(first.body).toMatchObject({ name: 'nine' });
+    const again = await request(app.getHttpServer()).get('/reports/9');
+    expect(again.body.build).toBe(first.body.build);
+    expect((await request(app.getHttpServer()).delete('/reports/9')).text).toBe('gone');
+    const after = await request(app.getHttpServer()).get('/reports/9');
+    expect(after.body).toMatchObject({ name: 'none' });
+    expect(after.body.build).toBeGreaterThan(first.body.build);
+    const method = ReportsController.prototype.remove;
+    expect(Reflect.getMetadata(PATH_METADATA, method)).toBe(':id');
+    expect(Reflect.getMetadata(METHOD_METADATA, method)).toBe(3); // RequestMethod.DELETE
+  });
+
+  it('is refused when the class is defined, in the catalog’s words', () => {
+    for (const keys of ['', [], [''], ['a', 7], 7, null]) {
+      expect(() => CacheEvict(keys as never)).toThrow(BufferLockConfigError);
+      expect(() => CacheEvict(keys as never)).toThrow(ENGLISH_MESSAGES.cache_evict_key_invalid);
+    }
+    expect(() => {
+      class Streams {
+        @CacheEvict('x')
+        stream(): Observable<number> {
+          return of(1);
+        }
+      }
+      return Streams;
+    }).toThrow(
+      '@CacheEvict on Streams.stream cannot tell when it succeeded: it returns an Observable',
+    );
+  });
+});
+
+describe('@CachePut', () => {
+  it('runs the method every call and stores its value as the entry, as JSON gives it back', async () => {
+    const reports = app.get(Reports);
+    const saved = await reports.save('3', 'third');
+    // What a hit will return: the Date as its ISO string.
+    expect(saved).toEqual({ id: '3', name: 'third', at: new Date(0).toISOString() });
+    expect(await cache.get('evict:report:3')).toEqual(saved);
+    const before = builds;
+    expect(await reports.read('3')).toEqual(saved);
+    expect(builds).toBe(before);
+    await reports.save('3', 'renamed');
+    expect(await reports.read('3')).toMatchObject({ name: 'renamed' });
+    expect(builds).toBe(before);
+  });
+
+  it('stores nothing when the method throws', async () => {
+    const reports = app.get(Reports);
+    await reports.save('4', 'kept');
+    await expect(reports.save('4', 'lost', true)).rejects.toThrow('the database refused');
+    expect(await cache.get('evict:report:4')).toMatchObject({ name: 'kept' });
+  });
+
+  it('on a route: PUT /reports/:id writes the entry the GET then serves', async () => {
+    const put = await request(app.getHttpServer()).put('/reports/5').send({ name: 'five' });
+    expect(put.body).toEqual({ id: '5', name: 'five' });
+    const before = builds;
+    expect((await request(app.getHttpServer()).get('/reports/5')).body).toEqual({
+      id: '5',
+      name: 'five',
+    });
+    expect(builds).toBe(before);
+  });
+
+  it('is refused when the class is defined, in the catalog’s words', () => {
+    expect(() => CachePut('' as never)).toThrow(ENGLISH_MESSAGES.cache_put_key_invalid);
+    expect(() => CachePut('k', 'ttl' as never)).toThrow(ENGLISH_MESSAGES.cache_put_options_invalid);
+    expect(() => CachePut('k', { tll: 1 } as never)).toThrow(BufferLockConfigError);
+    expect(() => {
+      class Raw {
+        @CachePut('x')
+        raw(@Res() _res: unknown): void {}
+      }
+      return Raw;
+    }).toThrow('@CachePut on Raw.raw cannot store its result as one entry: it takes @Res()');
+  });
+});
+
+it('a @CacheEvict or @CachePut method on an instance Nest did not make rejects with BufferLockNotImportedError', async () => {
+  const plain = new Reports();
+  await expect(plain.remove('1')).rejects.toBeInstanceOf(BufferLockNotImportedError);
+  await expect(plain.save('1', 'x')).rejects.toThrow(
+    'Reports.save uses @CachePut, but BufferLockModule is not visible to its module',
+  );
+});
