@@ -5,6 +5,7 @@ import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { resolveFlightOptions, type BufferLockOptions } from '../options/buffer-lock.options.js';
 import {
   CacheOptionsDto,
+  isTags,
   type BufferCacheOptions,
   type CacheSettings,
   type HttpCacheOptionsDto,
@@ -141,16 +142,27 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   async [PUT](key: string, value: unknown, options?: BufferCacheOptions): Promise<unknown> {
     key = spaced(key);
     const settings = this.settingsOf(options);
-    const text = this.entries.encode(key, value, settings);
+    const lockKey = this.lockKeyOf(key);
+    const stamps = await this.entries.stamps(settings.tags);
+    const text = this.entries.encode(key, value, settings, 0, stamps);
     const entry = this.entries.decode(text);
-    await this.entries.write(
-      key,
-      this.lockKeyOf(key),
-      text,
-      settings,
-      settings.l1 ? entry : undefined,
-    );
+    const kept = settings.l1 ? entry : undefined;
+    // Tags whose versions could not be read: nothing is written that could not be invalidated.
+    if (stamps) await this.entries.write(key, lockKey, text, settings, kept);
     return entry.value;
+  }
+
+  /**
+   * Every entry carrying one of `tags` is a miss from now on, in every process (`l1` included),
+   * and is never served again, not even within `grace`. One Redis command, whatever the number
+   * of entries; rejects when Redis cannot be reached.
+   */
+  async deleteByTag(tags: string | readonly string[]): Promise<void> {
+    const list = typeof tags === 'string' ? [tags] : tags;
+    if (!isTags(list) || list.length === 0) {
+      throw new LockError('cache_tags_invalid', this.messages.render('cache_tags_invalid'));
+    }
+    await this.entries.deleteByTag(list);
   }
 
   /** Deletes the entry of `key`: the next call builds it (once across the fleet). */
@@ -324,6 +336,7 @@ function idOf(options: BufferCacheOptions): string | undefined {
     if (value === undefined) continue;
     if (!OPTION_NAMES.has(name)) return undefined;
     if (typeof value === 'number' || typeof value === 'boolean') id += `${name}:${value}|`;
+    else if (name === 'tags' && isTags(value)) id += `${name}:${JSON.stringify(value)}|`;
     else if (typeof value === 'string') id += `${name}:${JSON.stringify(value)}|`;
     else return undefined;
   }

@@ -88,11 +88,15 @@ export class EntryBuilder {
     const work = async (): Promise<Built> => {
       const found = claimed ? undefined : await fresh();
       if (found) return found.value;
+      // Read before the value is made: a tag deleted while it is made makes it a miss.
+      const stamps = await entries.stamps(settings.tags);
       const started = now();
       const value = await bounded(factory());
-      const text = entries.encode(key, value, settings, now() - started);
-      // Without the lock no release follows: the entry is written here.
-      if (currentFlight()?.locked) payload = text;
+      const text = entries.encode(key, value, settings, now() - started, stamps);
+      // Without the lock no release follows: the entry is written here. Tags whose versions
+      // could not be read: nothing is written that could not be invalidated.
+      if (!stamps) payload = undefined;
+      else if (currentFlight()?.locked) payload = text;
       else await entries.write(key, lockKey, text, settings);
       // What a hit will return: the value as the serializer gives it back.
       return { value: entries.decode(text).value, built: true };

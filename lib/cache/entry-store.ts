@@ -21,7 +21,9 @@ import type { ThrottledLog } from '../single-flight/throttled-log.js';
 import type { RedisScriptClient } from '../types/clients.js';
 import { lockChannel } from '../telemetry/channels.js';
 import { cacheStoreOf, RedisCacheStore, type BufferCacheStore } from './cache-store.js';
+import { InvalidationBus } from './invalidation-bus.js';
 import { LocalTier } from './local-tier.js';
+import { TAG_KEEP_MS, TagVersions, type TagStamp } from './tag-versions.js';
 
 /** One cached value: fresh until `freshUntil`, servable stale until `staleUntil` (epoch ms). */
 export interface CacheEntry {
@@ -30,6 +32,8 @@ export interface CacheEntry {
   readonly staleUntil: number;
   /** How long its build took, for `earlyRefresh`; `0` for a `set()`. */
   readonly deltaMs: number;
+  /** The versions of its tags when it was built; none when it has no tags. */
+  readonly tags?: readonly TagStamp[];
 }
 
 /**
@@ -60,35 +64,52 @@ export class EntryStore {
   private readonly builtIn: boolean;
   private readonly serializer: ResultSerializer;
   private readonly reading = new Map<string, Promise<Found>>();
+  private readonly bus: InvalidationBus;
   /** The module's `l1`, if it has one. */
   private readonly tier: LocalTier<CacheEntry> | undefined;
+  private readonly tags: TagVersions;
 
   constructor(
     private readonly parts: CacheParts,
     cache: object | undefined,
   ) {
-    const { lock, options, messages, log, now } = parts;
+    const { lock, options, now } = parts;
     this.store = cache ? cacheStoreOf(cache) : new RedisCacheStore(() => lock.getClient());
     this.builtIn = this.store instanceof RedisCacheStore;
     this.serializer = options.serializer ?? JSON_RESULT_SERIALIZER;
-    const settings = options.l1;
-    if (settings) {
-      const publishFailed = (error: unknown): void => {
-        const line = messages.render('l1_publish_failed', {
-          ERROR: errorText(error),
-          SECONDS: settings.maxAge,
-        });
-        log.warn('l1_publish_failed', line);
-      };
-      const channel = `${options.cachePrefix}{nestjs-buffer-lock}:l1`;
-      const client = (): Promise<RedisScriptClient> => lock.getClient();
-      this.tier = new LocalTier({ settings, channel, client, now, publishFailed });
-    }
+    const client = (): Promise<RedisScriptClient> => lock.getClient();
+    const prefix = options.cachePrefix;
+    const bus = (this.bus = new InvalidationBus({
+      channel: `${prefix}{nestjs-buffer-lock}:l1`,
+      client,
+    }));
+    const l1 = options.l1;
+    if (l1) this.tier = new LocalTier(bus, l1);
+    const trustMs = (l1 ? l1.maxAge : DEFAULT_TRUST_SECONDS) * 1000;
+    this.tags = new TagVersions({ bus, client, prefix, now, trustMs });
   }
 
   /** This process's copy of `key` while it may be served (`l1`), else `undefined`. */
   local(key: string): CacheEntry | undefined {
-    return this.tier?.get(key, this.parts.now());
+    const entry = this.tier?.get(key, this.parts.now());
+    // A copy whose tags cannot be checked here is read again, and checked there.
+    return entry?.tags && this.tags.check(entry.tags) !== true ? undefined : entry;
+  }
+
+  /** The versions of `tags` to build an entry with; `undefined` when they cannot be read (logged). */
+  async stamps(tags: readonly string[]): Promise<readonly TagStamp[] | undefined> {
+    if (tags.length === 0) return [];
+    try {
+      return await this.tags.current(tags);
+    } catch (error) {
+      this.storeFailed(error);
+      return undefined;
+    }
+  }
+
+  /** Every entry that carries one of `tags` is a miss from now on, in every process. */
+  deleteByTag(tags: readonly string[]): Promise<void> {
+    return this.tags.bump(tags);
   }
 
   /**
@@ -101,19 +122,18 @@ export class EntryStore {
     const storeKey = this.keyOf(key, lockKey);
     const running = this.reading.get(storeKey);
     if (running) return running;
+    const tier = keep ? this.tier : undefined;
+    const mark = tier ? this.bus.mark() : undefined;
     let read = !this.builtIn
-      ? this.read(key, lockKey).then((entry) => ({ entry, lockHeld: false }))
+      ? this.stored(key, lockKey).then((entry) => ({ entry, lockHeld: false }))
       : lockTtl === undefined || lockChannel.hasSubscribers
         ? this.lookupWithLock(storeKey, lockKey)
         : this.lookupTaking(storeKey, lockKey, lockTtl);
-    const tier = keep ? this.tier : undefined;
-    if (tier) {
-      const mark = tier.mark();
-      read = read.then((found) => {
-        if (found.entry) tier.put(key, found.entry, mark, this.parts.now());
-        return found;
-      });
-    }
+    read = read.then(async (found) => {
+      const entry = found.entry?.tags ? await this.checked(found.entry) : found.entry;
+      if (entry) tier?.put(key, entry, mark, this.parts.now());
+      return entry === found.entry ? found : { ...found, entry };
+    });
     this.reading.set(storeKey, read);
     const forget = (): void => void this.reading.delete(storeKey);
     void read.then(forget, forget);
@@ -125,6 +145,27 @@ export class EntryStore {
    * `carried` by a release's wake-up (its text) is taken from there, with no store read.
    */
   async read(key: string, lockKey: string, carried?: string): Promise<CacheEntry | undefined> {
+    return this.checked(await this.stored(key, lockKey, carried));
+  }
+
+  /** The entry, unless a tag it carries has a new version since it was built. */
+  private async checked(entry: CacheEntry | undefined): Promise<CacheEntry | undefined> {
+    if (!entry?.tags) return entry;
+    try {
+      const valid = this.tags.check(entry.tags) ?? (await this.tags.verify(entry.tags));
+      return valid ? entry : undefined;
+    } catch (error) {
+      // Versions that cannot be read cannot vouch for it: a miss, as a failed read is.
+      this.storeFailed(error);
+      return undefined;
+    }
+  }
+
+  private async stored(
+    key: string,
+    lockKey: string,
+    carried?: string,
+  ): Promise<CacheEntry | undefined> {
     const text = carriedPayload(carried, 'entry');
     if (text !== undefined) {
       try {
@@ -177,7 +218,13 @@ export class EntryStore {
   }
 
   // `freshUntil:staleUntil:deltaMs:payload`: the serializer sees the user's value alone.
-  encode(key: string, value: unknown, settings: CacheSettings, deltaMs = 0): string {
+  encode(
+    key: string,
+    value: unknown,
+    settings: CacheSettings,
+    deltaMs = 0,
+    stamps: readonly TagStamp[] = [],
+  ): string {
     const { messages, now } = this.parts;
     let payload: string;
     try {
@@ -202,7 +249,10 @@ export class EntryStore {
       throw new LockError('cache_value_too_large', text);
     }
     const freshUntil = now() + toMilliseconds(settings.ttl);
-    return `${freshUntil}:${freshUntil + settings.grace * 1000}:${deltaMs}:${payload}`;
+    const head = `${freshUntil}:${freshUntil + settings.grace * 1000}:${deltaMs}`;
+    if (stamps.length === 0) return `${head}:${payload}`;
+    const tags = JSON.stringify(stamps);
+    return `${head};${tags.length}:${tags}${payload}`;
   }
 
   /** Writes the entry; every `l1` drops its copy, and this one keeps `kept` (its decoded value). */
@@ -215,12 +265,36 @@ export class EntryStore {
   ): Promise<void> {
     const storeKey = this.keyOf(key, lockKey);
     await this.guarded(() => this.store.set(storeKey, text, ttlMsOf(settings)));
-    await this.tier?.written(key, kept);
+    await this.announced(key, kept);
   }
 
   async delete(key: string, lockKey: string): Promise<void> {
     await this.guarded(() => this.store.delete(this.keyOf(key, lockKey)));
-    await this.tier?.written(key);
+    await this.announced(key);
+  }
+
+  /**
+   * With `l1`: this process's copy of `key` is dropped, the other workers are told to drop theirs,
+   * and `kept` (what was written) is kept when nothing was heard meanwhile.
+   */
+  private async announced(key: string, kept?: CacheEntry): Promise<void> {
+    const tier = this.tier;
+    if (!tier) return;
+    const published = this.bus.announceKey(key);
+    const mark = this.bus.mark();
+    try {
+      await published;
+    } catch (error) {
+      const { messages, log, options } = this.parts;
+      const seconds = options.l1 ? options.l1.maxAge : 0;
+      const line = messages.render('l1_publish_failed', {
+        ERROR: errorText(error),
+        SECONDS: seconds,
+      });
+      log.warn('l1_publish_failed', line);
+      return;
+    }
+    if (kept) tier.put(key, kept, mark, this.parts.now());
   }
 
   /**
@@ -239,18 +313,23 @@ export class EntryStore {
     const prefix = this.builtIn ? options.cachePrefix : undefined;
     const write = { prefix, payload: text, ttlMs: ttlMsOf(settings), carried: 'entry' as const };
     const [, error] = await lock[RELEASE_WRITING](guard, write);
-    if (this.builtIn) await this.tier?.written(key);
+    if (this.builtIn) await this.announced(key);
     return error;
   }
 
+  // `freshUntil:staleUntil:deltaMs:payload`, or with tags `…:deltaMs;length:[[tag, version], …]payload`.
   decode(text: unknown): CacheEntry {
-    const head = typeof text === 'string' ? /^([^:]+):([^:]+):([^:]+):/.exec(text) : null;
-    const [freshUntil, staleUntil, deltaMs] = (head ?? []).slice(1).map(Number) as number[];
+    const head = typeof text === 'string' ? ENTRY_HEAD.exec(text) : null;
+    const [freshUntil, staleUntil, deltaMs] = (head ?? []).slice(1, 4).map(Number) as number[];
     if (!head || ![freshUntil, staleUntil, deltaMs].every(Number.isFinite)) {
       throw new TypeError('not a cache entry');
     }
-    const value = this.serializer.deserialize((text as string).slice(head[0].length));
-    return { value, freshUntil: freshUntil!, staleUntil: staleUntil!, deltaMs: deltaMs! };
+    const body = (text as string).slice(head[0].length);
+    const tagsLength = head[4] === undefined ? 0 : Number(head[4]);
+    const tags = tagsLength > 0 ? stampsOf(body.slice(0, tagsLength)) : undefined;
+    const value = this.serializer.deserialize(body.slice(tagsLength));
+    const entry = { value, freshUntil: freshUntil!, staleUntil: staleUntil!, deltaMs: deltaMs! };
+    return tags ? { ...entry, tags } : entry;
   }
 
   private keyOf(key: string, lockKey: string): string {
@@ -274,5 +353,22 @@ export class EntryStore {
   }
 }
 
-/** How long the store keeps an entry: fresh, then servable stale. */
-const ttlMsOf = (settings: CacheSettings): number => toMilliseconds(settings.ttl + settings.grace);
+/** How long the store keeps an entry: fresh, then servable stale; a tagged one, `TAG_KEEP_MS` at most. */
+const ttlMsOf = (settings: CacheSettings): number => {
+  const ms = toMilliseconds(settings.ttl + settings.grace);
+  return settings.tags.length > 0 ? Math.min(ms, TAG_KEEP_MS) : ms;
+};
+
+const ENTRY_HEAD = /^([^:]+):([^:]+):([^:;]+)(?:;(\d+))?:/;
+
+/** Seconds a tag version is trusted without `l1` (with it, its `maxAge`). */
+const DEFAULT_TRUST_SECONDS = 5;
+
+const isStamp = (s: unknown): boolean =>
+  Array.isArray(s) && s.length === 2 && s.every((part) => typeof part === 'string');
+
+function stampsOf(text: string): readonly TagStamp[] {
+  const stamps: unknown = JSON.parse(text);
+  if (!Array.isArray(stamps) || !stamps.every(isStamp)) throw new TypeError('not a cache entry');
+  return stamps as TagStamp[];
+}

@@ -113,6 +113,7 @@ export const ENGLISH_MESSAGES = {
     '@CacheEvict on CLASS.METHOD cannot tell when it succeeded: WHAT. Return a value or a promise',
   cache_evict_no_module:
     'CLASS.METHOD uses @CacheEvict, but BufferLockModule is not visible to its module: import BufferLockModule.forRoot() there, or register it with isGlobal: true',
+  cache_tags_invalid: 'cache_lock cache tags must be an array of non-empty strings',
   cache_l1_invalid: 'cache_lock cache l1 must be true or false',
   l1_invalid: 'cache_lock l1 must be false or an object with maxEntries and maxAge',
   l1_max_entries_invalid: 'cache_lock l1.maxEntries must be a positive integer',

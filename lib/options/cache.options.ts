@@ -30,7 +30,13 @@ export interface BufferCacheOptions {
   earlyRefresh?: boolean | number;
   /** `false`: this call's entry is neither read from nor kept in the module's `l1`. Default `true`. */
   l1?: boolean;
+  /** Tags of the entry: `BufferCache.deleteByTag` makes every entry with one of them a miss. */
+  tags?: readonly string[];
 }
+
+/** Tags: an array of non-empty strings. */
+export const isTags = (v: unknown): boolean =>
+  Array.isArray(v) && v.every((tag) => typeof tag === 'string' && tag !== '');
 
 // The rules and defaults of `BufferCacheOptions`: module option `cacheDefaults`, and each call's.
 export class CacheOptionsDto implements BufferCacheOptions {
@@ -65,6 +71,9 @@ export class CacheOptionsDto implements BufferCacheOptions {
 
   @Rule('cache_l1_invalid', (v) => typeof v === 'boolean')
   l1: boolean = true;
+
+  @Rule('cache_tags_invalid', isTags)
+  tags: readonly string[] = [];
 }
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i;

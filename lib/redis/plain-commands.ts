@@ -14,6 +14,28 @@ const SPUBLISH = luaScript(
   `return redis.call('SPUBLISH', KEYS[1], ARGV[1])`,
   (redis, [channel], [message]) => redis.spublish(channel!, message!),
 );
+// Every key in one slot (the caller's hash tag): one script reads them all on a Cluster too.
+const MGET = luaScript(`return redis.call('MGET', unpack(KEYS))`, (redis, keys) =>
+  keys.map((key) => redis.get(key)),
+);
+// A new version for each tag, from a counter that never goes back (a tag key that expired and
+// comes again never repeats a version), then the announcement, on a channel of the same slot.
+const BUMP_TAGS = luaScript(
+  `
+local version = redis.call('INCR', KEYS[1])
+for i = 2, #KEYS do
+  redis.call('SET', KEYS[i], version, 'PX', ARGV[1])
+end
+redis.call('SPUBLISH', ARGV[2], ARGV[3] .. version)
+return version
+`,
+  (redis, [counter, ...tags], [ms, channel, message]) => {
+    const version = redis.incr(counter!);
+    for (const tag of tags) redis.set(tag, String(version), 'PX', ms!);
+    redis.spublish(channel!, message! + String(version));
+    return version;
+  },
+);
 const PING = luaScript(`return redis.call('PING')`, () => 'PONG');
 // A cache entry, or when there is none its lock's PTTL (both keys in one slot): a miss tells
 // whether a build is running, with no round trip more.
@@ -66,6 +88,38 @@ export function publishToShard(
   message: string,
 ): Promise<unknown> {
   return runScript(client, SPUBLISH, [channel], [message]);
+}
+
+/** The strings at `keys` (one slot), `null` for each missing one. */
+export async function getValues(
+  client: RedisScriptClient,
+  keys: readonly string[],
+): Promise<(string | null)[]> {
+  const answer = await runScript(client, MGET, keys, []);
+  if (!Array.isArray(answer) || answer.length !== keys.length) {
+    throw new TypeError('MGET gave no list of values');
+  }
+  return answer.map((value: unknown) =>
+    typeof value === 'string' ? value : typeof value === 'number' ? String(value) : null,
+  );
+}
+
+/**
+ * INCRs `counter` and sets each of `tags` (one slot with it) to the new version for `keepMs`,
+ * then SPUBLISHes `message` followed by the version on `channel`; resolves to the version.
+ */
+export async function bumpTags(
+  client: RedisScriptClient,
+  counter: string,
+  tags: readonly string[],
+  keepMs: number,
+  channel: string,
+  message: string,
+): Promise<string> {
+  const answer = await runScript(client, BUMP_TAGS, [counter, ...tags], [keepMs, channel, message]);
+  const version = typeof answer === 'number' || typeof answer === 'string' ? String(answer) : '';
+  if (!/^\d+$/.test(version)) throw new TypeError('the tag bump gave no version');
+  return version;
 }
 
 /** Redis's PTTL: `-2` when the key is gone, `-1` when it has no expiry. */

@@ -1,0 +1,111 @@
+import { bumpTags, getValues } from '../redis/plain-commands.js';
+import type { RedisScriptClient } from '../types/clients.js';
+import type { InvalidationBus } from './invalidation-bus.js';
+
+/** A tag and the version it had when an entry was built: the entry is valid while it still has. */
+export type TagStamp = readonly [tag: string, version: string];
+
+export interface TagVersionsParts {
+  readonly bus: InvalidationBus;
+  readonly client: () => Promise<RedisScriptClient>;
+  /** Before the hash tag of the bus's slot: `cachePrefix`. */
+  readonly prefix: string;
+  readonly now: () => number;
+  /** How long a version heard or read is trusted without reading it again (ms). */
+  readonly trustMs: number;
+}
+
+/** A tag's version before any bump: its key is missing. */
+const NONE = '0';
+/** Tags whose versions are remembered at most; the oldest goes first. */
+const MAX_KNOWN = 10_000;
+/**
+ * A bumped tag's key lives this long, and a tagged entry no longer: an entry built before the
+ * bump is gone before the key is (its missing key would read as the version the entry has).
+ */
+export const TAG_KEEP_MS = 7 * 24 * 3600 * 1000;
+
+/**
+ * The versions of tags. `deleteByTag` gives each tag a new version (one script, whatever the
+ * number of entries that carry it); an entry carries the versions its build started with, and is
+ * a miss once one has changed. Versions heard on the bus or read are remembered for `trustMs`,
+ * while the bus is coherent: a read of a tagged entry then costs no round trip more.
+ */
+export class TagVersions {
+  private readonly known = new Map<string, { version: string; until: number }>();
+
+  constructor(private readonly parts: TagVersionsParts) {
+    parts.bus.onInvalidation((heard) => {
+      if (heard.kind === 'all') this.known.clear();
+      if (heard.kind !== 'tags') return;
+      for (const tag of heard.tags) this.remember(tag, heard.version, parts.now());
+    });
+  }
+
+  /** Whether every stamp still holds; `undefined` when that cannot be told without a read. */
+  check(stamps: readonly TagStamp[]): boolean | undefined {
+    if (!this.parts.bus.coherent) return undefined;
+    const now = this.parts.now();
+    let valid = true;
+    for (const [tag, version] of stamps) {
+      const known = this.known.get(tag);
+      if (known === undefined || now >= known.until) return undefined;
+      if (known.version !== version) valid = false;
+    }
+    return valid;
+  }
+
+  /** Whether every stamp still holds, reading the versions not known. */
+  async verify(stamps: readonly TagStamp[]): Promise<boolean> {
+    const valid = this.check(stamps);
+    if (valid !== undefined) return valid;
+    const now = await this.current(stamps.map(([tag]) => tag));
+    return stamps.every(([, version], i) => now[i]![1] === version);
+  }
+
+  /** The versions to stamp an entry with (read before its value is made). */
+  async current(tags: readonly string[]): Promise<TagStamp[]> {
+    const { bus, client, now } = this.parts;
+    const mark = bus.mark();
+    const at = now();
+    if (mark !== undefined) {
+      const known = tags.map((tag) => this.known.get(tag));
+      if (known.every((k) => k !== undefined && at < k.until)) {
+        return tags.map((tag, i) => [tag, known[i]!.version]);
+      }
+    }
+    const read = await getValues(await client(), tags.map(this.keyOf));
+    const versions = read.map((version) => version ?? NONE);
+    // Kept only if nothing was heard meanwhile: a bump heard may be newer than what was read.
+    if (mark !== undefined && mark === bus.generation) {
+      tags.forEach((tag, i) => this.remember(tag, versions[i]!, at));
+    }
+    return tags.map((tag, i) => [tag, versions[i]!]);
+  }
+
+  /** New versions for `tags`, told to every worker: each entry that carries one is a miss. */
+  async bump(tags: readonly string[]): Promise<void> {
+    const { bus, client, prefix } = this.parts;
+    const message = `${bus.origin}\nt${JSON.stringify(tags)}\n`;
+    const counter = `${prefix}{nestjs-buffer-lock}:tag-versions`;
+    const keys = tags.map(this.keyOf);
+    const version = await bumpTags(
+      await client(),
+      counter,
+      keys,
+      TAG_KEEP_MS,
+      bus.channel,
+      message,
+    );
+    bus.tell({ kind: 'tags', tags, version });
+  }
+
+  private readonly keyOf = (tag: string): string =>
+    `${this.parts.prefix}{nestjs-buffer-lock}:tag:${tag}`;
+
+  private remember(tag: string, version: string, now: number): void {
+    this.known.delete(tag);
+    this.known.set(tag, { version, until: now + this.parts.trustMs });
+    if (this.known.size > MAX_KNOWN) this.known.delete(this.known.keys().next().value!);
+  }
+}
