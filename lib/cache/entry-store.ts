@@ -255,7 +255,10 @@ export class EntryStore {
     return `${head};${tags.length}:${tags}${payload}`;
   }
 
-  /** Writes the entry; every `l1` drops its copy, and this one keeps `kept` (its decoded value). */
+  /**
+   * Writes the entry; every `l1` drops its copy, and this one keeps `kept` (its decoded value)
+   * when the store took it and nothing was heard since before the write.
+   */
   async write(
     key: string,
     lockKey: string,
@@ -264,8 +267,15 @@ export class EntryStore {
     kept?: CacheEntry,
   ): Promise<void> {
     const storeKey = this.keyOf(key, lockKey);
-    await this.guarded(() => this.store.set(storeKey, text, ttlMsOf(settings)));
-    await this.announced(key, kept);
+    const before = this.tier ? this.bus.mark() : undefined;
+    let stored = true;
+    try {
+      await this.store.set(storeKey, text, ttlMsOf(settings));
+    } catch (error) {
+      stored = false;
+      this.storeFailed(error);
+    }
+    await this.announced(key, stored ? kept : undefined, before);
   }
 
   async delete(key: string, lockKey: string): Promise<void> {
@@ -274,14 +284,14 @@ export class EntryStore {
   }
 
   /**
-   * With `l1`: this process's copy of `key` is dropped, the other workers are told to drop theirs,
-   * and `kept` (what was written) is kept when nothing was heard meanwhile.
+   * With `l1`: this process's copy of `key` is dropped and the other workers are told to drop
+   * theirs; `kept` is kept if the only thing heard since `before` is this announcement (another
+   * worker's write of the key, heard meanwhile, may have come after this one in the store).
    */
-  private async announced(key: string, kept?: CacheEntry): Promise<void> {
+  private async announced(key: string, kept?: CacheEntry, before?: number): Promise<void> {
     const tier = this.tier;
     if (!tier) return;
     const published = this.bus.announceKey(key);
-    const mark = this.bus.mark();
     try {
       await published;
     } catch (error) {
@@ -294,9 +304,8 @@ export class EntryStore {
       log.warn('l1_publish_failed', line);
       return;
     }
-    if (kept) tier.put(key, kept, mark, this.parts.now());
+    if (kept && before !== undefined) tier.put(key, kept, before + 1, this.parts.now());
   }
-
   /**
    * Writes the entry (when one was built) and releases the lock, whose wake-up carries the entry:
    * one script on the built-in store.

@@ -1,4 +1,8 @@
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import { CacheEvictOptionsDto } from '../options/cache-evict.options.js';
+import { isPlainObject } from '../options/rules.js';
+import { validateOptions } from '../options/validate-options.js';
+import type { CacheTagList } from './decorated-tags.js';
 import { cacheOf, injectCache } from './injected-cache.js';
 import {
   checkArguments,
@@ -10,7 +14,7 @@ import {
 import type { SingleFlight } from './single-flight.decorator.js';
 
 /**
- * The entries `@CacheEvict` deletes: a key, keys, or a function of the method's arguments (with
+ * The entries `@CacheEvict` deletes: a key, keys (none when its `tags` say what to evict), or a function of the method's arguments (with
  * `this` the instance) that returns them.
  *
  * @example
@@ -22,8 +26,9 @@ export type CacheEvictKeys<This = unknown, Args extends unknown[] = never[]> =
   string | readonly string[] | ((this: This, ...args: Args) => string | readonly string[]);
 
 /**
- * Deletes the entries of `keys` once the method has returned (or its promise resolved), and
- * only then: a method that throws or rejects deletes nothing. The next call of each key builds it
+ * Deletes the entries of `keys`, and with `tags` every entry carrying one of them (see
+ * `BufferCache.deleteByTag`), once the method has returned (or its promise resolved), and only
+ * then: a method that throws or rejects deletes nothing. The next call of each key builds it
  * again (once across the fleet), and every worker's `l1` copy is dropped. The method becomes
  * async and resolves to its own value once the entries are gone. A method declared to return an
  * Observable is refused when the class is defined.
@@ -39,9 +44,18 @@ export type CacheEvictKeys<This = unknown, Args extends unknown[] = never[]> =
  */
 export function CacheEvict<This, Args extends unknown[]>(
   keys: CacheEvictKeys<This, Args>,
+  options: { tags?: CacheTagList<This, Args> } = {},
 ): ReturnType<typeof SingleFlight> {
   const messages = new BufferLockMessages();
-  checkArguments(messages, 'cache_evict', keys, undefined);
+  // No keys is fine when tags say what to evict.
+  const tagsOnly = Array.isArray(keys) && keys.length === 0 && isPlainObject(options);
+  checkArguments(messages, 'cache_evict', tagsOnly ? 'tags' : keys, options);
+  if (tagsOnly && options.tags === undefined) {
+    throw configError(messages, 'key', 'cache_evict_key_invalid');
+  }
+  const { tags } = validateOptions(CacheEvictOptionsDto, options, messages, 'partial') as {
+    tags?: CacheTagList<This, Args>;
+  };
 
   return (target, propertyKey, descriptor) => {
     const original = originalMethod<(this: This, ...args: Args) => unknown>(
@@ -62,9 +76,13 @@ export function CacheEvict<This, Args extends unknown[]>(
       if (cache instanceof Error) throw cache;
       const value = await original.apply(this, args);
       const named: unknown = typeof keys === 'function' ? keys.apply(this, args) : keys;
-      // Each key is checked by delete(): a function's wrong answer rejects in the catalog's words.
+      const tagged = typeof tags === 'function' ? tags.apply(this, args) : tags;
+      // Checked by delete() and deleteByTag(): a function's wrong answer rejects in the catalog's words.
       const list = (Array.isArray(named) ? named : [named]) as string[];
-      await Promise.all(list.map((k) => cache.delete(k)));
+      const evicted = list.map((k) => cache.delete(k));
+      if (tagged === undefined || (Array.isArray(tagged) && tagged.length === 0)) {
+        await Promise.all(evicted);
+      } else await Promise.all([...evicted, cache.deleteByTag(tagged)]);
       return value;
     };
     replaceMethod(descriptor as never, original as never, wrapper as never);

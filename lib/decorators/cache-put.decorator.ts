@@ -1,7 +1,7 @@
 import { PUT } from '../cache/buffer-cache.service.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import { CacheOptionsDto, type BufferCacheOptions } from '../options/cache.options.js';
-import { validateOptions } from '../options/validate-options.js';
+import { callOptions, type CacheTagList } from './decorated-tags.js';
+import type { BufferCacheOptions } from '../options/cache.options.js';
 import { cacheOf, injectCache } from './injected-cache.js';
 import {
   checkArguments,
@@ -32,11 +32,11 @@ import type { SingleFlight } from './single-flight.decorator.js';
  */
 export function CachePut<This, Args extends unknown[]>(
   key: SingleFlightKey<This, Args>,
-  options: BufferCacheOptions = {},
+  options: Omit<BufferCacheOptions, 'tags'> & { tags?: CacheTagList<This, Args> } = {},
 ): ReturnType<typeof SingleFlight> {
   const messages = new BufferLockMessages();
   checkArguments(messages, 'cache_put', key, options);
-  validateOptions(CacheOptionsDto, options, messages, 'partial');
+  const optionsOf = callOptions(options, messages);
 
   return (target, propertyKey, descriptor) => {
     const original = originalMethod<(this: This, ...args: Args) => unknown>(
@@ -57,7 +57,7 @@ export function CachePut<This, Args extends unknown[]>(
       const cache = cacheOf(this, messages, 'cache_put_no_module', names);
       if (cache instanceof Error) throw cache;
       const value = await original.apply(this, args);
-      return cache[PUT](keyOf(key, this, args), value, options);
+      return cache[PUT](keyOf(key, this, args), value, optionsOf(this, args));
     };
     replaceMethod(descriptor as never, original as never, wrapper as never);
   };

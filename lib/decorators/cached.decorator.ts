@@ -1,6 +1,6 @@
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import { CacheOptionsDto, type BufferCacheOptions } from '../options/cache.options.js';
-import { validateOptions } from '../options/validate-options.js';
+import { callOptions, type CacheTagList } from './decorated-tags.js';
+import type { BufferCacheOptions } from '../options/cache.options.js';
 import type { SingleFlight } from './single-flight.decorator.js';
 import {
   checkArguments,
@@ -30,11 +30,11 @@ import { cacheOf, injectCache } from './injected-cache.js';
  */
 export function Cached<This, Args extends unknown[]>(
   key: SingleFlightKey<This, Args>,
-  options: BufferCacheOptions = {},
+  options: Omit<BufferCacheOptions, 'tags'> & { tags?: CacheTagList<This, Args> } = {},
 ): ReturnType<typeof SingleFlight> {
   const messages = new BufferLockMessages();
   checkArguments(messages, 'cached', key, options);
-  validateOptions(CacheOptionsDto, options, messages, 'partial');
+  const optionsOf = callOptions(options, messages);
 
   return (target, propertyKey, descriptor) => {
     const original = originalMethod<(this: This, ...args: Args) => unknown>(
@@ -54,7 +54,8 @@ export function Cached<This, Args extends unknown[]>(
       const cache = cacheOf(this, messages, 'cached_no_module', names);
       if (cache instanceof Error) return Promise.reject(cache);
       try {
-        return cache.getOrSet(keyOf(key, this, args), () => original.apply(this, args), options);
+        const own = optionsOf(this, args);
+        return cache.getOrSet(keyOf(key, this, args), () => original.apply(this, args), own);
       } catch (error) {
         return Promise.reject(error);
       }

@@ -41,7 +41,6 @@ export function checkArguments(
   if (!(isKey(key) || typeof key === 'function' || (decorator === 'cache_evict' && isKeys(key)))) {
     throw configError(messages, 'key', `${decorator}_key_invalid`);
   }
-  if (decorator === 'cache_evict') return;
   const isObject = typeof options === 'object' && options !== null && !Array.isArray(options);
   if (options !== undefined && !isObject) {
     throw configError(messages, 'options', `${decorator}_options_invalid`);

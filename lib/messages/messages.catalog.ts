@@ -109,6 +109,7 @@ export const ENGLISH_MESSAGES = {
   cache_evict_key_invalid:
     '@CacheEvict keys must be a non-empty string, an array of them, or a function that returns them',
   cache_evict_not_method: '@CacheEvict can only decorate a method',
+  cache_evict_options_invalid: '@CacheEvict options must be an object of settings (tags)',
   cache_evict_unsupported:
     '@CacheEvict on CLASS.METHOD cannot tell when it succeeded: WHAT. Return a value or a promise',
   cache_evict_no_module:

@@ -19,6 +19,7 @@ import { buildBaseline } from './baseline.js';
 import { cacheSection } from './cache.bench.js';
 import { earlyRefreshSection } from './early-refresh.bench.js';
 import { instructionsSection } from './instructions.bench.js';
+import { l1Section } from './l1.bench.js';
 import { lockSection } from './lock.bench.js';
 import { memorySection } from './memory.bench.js';
 import { outageSection } from './outage.bench.js';
@@ -35,6 +36,7 @@ const SECTIONS: readonly BenchSection[] = [
   instructionsSection,
   cacheSection,
   earlyRefreshSection,
+  l1Section,
   soakSection,
 ];
 

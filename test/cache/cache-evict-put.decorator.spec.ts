@@ -54,6 +54,24 @@ class Reports {
   @CacheEvict(() => 42 as unknown as string)
   async badKey(): Promise<void> {}
 
+  @Cached((shop: string, id: string) => `evict:item:${shop}:${id}`, {
+    ttl: 600,
+    tags: (shop: string) => [`shop:${shop}`],
+  })
+  async item(shop: string, id: string): Promise<string> {
+    return `${shop}/${id}#${++builds}`;
+  }
+
+  @CacheEvict([], { tags: (shop: string) => [`shop:${shop}`] })
+  async closeShop(shop: string, fail = false): Promise<void> {
+    if (fail) throw new Error(`${shop} stays open`);
+  }
+
+  @CachePut((id: string) => `evict:item:tagged:${id}`, { tags: ['shop:put'] })
+  async putItem(id: string): Promise<string> {
+    return `put ${id}`;
+  }
+
   @CachePut((id: string) => `evict:report:${id}`, { ttl: 600 })
   async save(
     id: string,
@@ -176,6 +194,44 @@ describe('@CacheEvict', () => {
       return Streams;
     }).toThrow(
       '@CacheEvict on Streams.stream cannot tell when it succeeded: it returns an Observable',
+    );
+  });
+});
+
+describe('tags on decorators', () => {
+  it('@Cached tags from the arguments; @CacheEvict with tags makes those entries a miss, only on success', async () => {
+    const reports = app.get(Reports);
+    const a1 = await reports.item('a', '1');
+    const a2 = await reports.item('a', '2');
+    const b1 = await reports.item('b', '1');
+    expect(await reports.item('a', '1')).toBe(a1);
+    await expect(reports.closeShop('a', true)).rejects.toThrow('a stays open');
+    expect(await reports.item('a', '1')).toBe(a1);
+    await reports.closeShop('a');
+    expect(await reports.item('a', '1')).not.toBe(a1);
+    expect(await reports.item('a', '2')).not.toBe(a2);
+    expect(await reports.item('b', '1')).toBe(b1);
+  });
+
+  it('@CachePut writes its entry with its tags', async () => {
+    const reports = app.get(Reports);
+    await reports.putItem('7');
+    expect(await cache.get('evict:item:tagged:7')).toBe('put 7');
+    await cache.deleteByTag('shop:put');
+    expect(await cache.get('evict:item:tagged:7')).toBeUndefined();
+  });
+
+  it('tags that are no array of strings, nor a function, are refused when the class is defined', () => {
+    expect(() => Cached('k', { tags: 'shop' as never })).toThrow(
+      ENGLISH_MESSAGES.cache_tags_invalid,
+    );
+    expect(() => CachePut('k', { tags: [''] })).toThrow(ENGLISH_MESSAGES.cache_tags_invalid);
+    expect(() => CacheEvict('k', { tags: 3 as never })).toThrow(
+      ENGLISH_MESSAGES.cache_tags_invalid,
+    );
+    expect(() => CacheEvict('k', { tag: ['x'] } as never)).toThrow(BufferLockConfigError);
+    expect(() => CacheEvict('k', 'tags' as never)).toThrow(
+      ENGLISH_MESSAGES.cache_evict_options_invalid,
     );
   });
 });

@@ -22,12 +22,13 @@ type Options = NonNullable<ConstructorParameters<typeof BufferCache>[0]['options
 /** A cache as one worker process has it: its own client, lock and subscriber. */
 function worker(
   options: Options = {},
-  given: { client?: () => Redis; now?: () => number } = {},
+  given: { client?: () => Redis; now?: () => number; store?: object } = {},
 ): BufferCache {
   const redis = given.client ?? (() => server.client());
   const lock = new RedisLockService({ redis, namespace: 'test:l1:' });
   const logger = new MemoryLogger();
-  return new BufferCache({ lock, options: { logger, ...options }, now: given.now });
+  const { now, store } = given;
+  return new BufferCache({ lock, store, options: { logger, ...options }, now });
 }
 
 const withL1 = (l1: Options['l1'] = { maxAge: 60 }): BufferCache => worker({ l1 });
@@ -121,6 +122,30 @@ describe('l1: an in-process tier in front of the store', () => {
     expect(await reader.get(k)).toBe('v1');
     clock += 1;
     expect(await reader.get(k)).toBe('v2');
+  });
+
+  it('a write the store refused is not kept: no worker could read that value', async () => {
+    const values = new Map<string, string>();
+    let reads = 0;
+    const store = {
+      get: (k: string) => (reads++, values.get(k)),
+      set: (k: string, value: string) => {
+        if (k.includes('refused')) throw new Error('the store is down');
+        values.set(k, value);
+      },
+      delete: (k: string) => void values.delete(k),
+    };
+    const cache = worker({ l1: { maxAge: 60 } }, { store });
+    // Once subscribed, what it writes is kept: read back with no store read.
+    await until(async () => {
+      await cache.set('l1:taken', 1);
+      const before = reads;
+      return (await cache.get('l1:taken')) === 1 && reads === before;
+    });
+    await cache.set('l1:refused', 2);
+    const before = reads;
+    expect(await cache.get('l1:refused')).toBeUndefined();
+    expect(reads).toBe(before + 1);
   });
 
   it('keeps maxEntries copies at most, the least recently used going first', async () => {
