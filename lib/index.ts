@@ -5,6 +5,7 @@ export { BufferCache } from './cache/buffer-cache.service.js';
 export { Cached } from './decorators/cached.decorator.js';
 export { CacheEvict, type CacheEvictKeys } from './decorators/cache-evict.decorator.js';
 export { CachePut } from './decorators/cache-put.decorator.js';
+export { CacheTags } from './decorators/cache-tags.decorator.js';
 export type { CacheTagList } from './decorators/decorated-tags.js';
 export type { BufferCacheOptions } from './options/cache.options.js';
 export type { BufferCacheStore } from './cache/cache-store.js';

@@ -26,6 +26,9 @@ import { validateOptions } from '../options/validate-options.js';
 const CACHE_KEY_METADATA = 'cache_module:cache_key';
 const CACHE_TTL_METADATA = 'cache_module:cache_ttl';
 
+/** `@CacheTags()`'s metadata key: the tags of a route's entry, or a function of its context. */
+export const CACHE_TAGS_METADATA = 'nestjs-buffer-lock:cache_tags';
+
 // `@CacheTTL(0)` is "never expires" in cache-manager.
 const FOREVER_SECONDS = 100 * 365 * 24 * 3600;
 
@@ -143,7 +146,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
         typeof ttlValueOrFactory === 'function'
           ? await (ttlValueOrFactory as Factory<unknown>)(context)
           : ttlValueOrFactory;
-      const options = optionsOf(ttl);
+      const options = await this.withTags(context, optionsOf(ttl));
       if (options === 'uncached') {
         // A negative TTL in cache-manager stores an entry that has already expired.
         this.setHeadersWhenHttp(context, 'miss');
@@ -170,6 +173,20 @@ export class BufferCacheInterceptor implements NestInterceptor {
       this.setHeadersWhenHttp(context, 'miss');
       return of(produced.value);
     }
+  }
+
+  /** The route's `@CacheTags()` (on the handler, else its class) added to its options. */
+  private async withTags(
+    context: ExecutionContext,
+    options: BufferCacheOptions | undefined | 'uncached',
+  ): Promise<BufferCacheOptions | undefined | 'uncached'> {
+    const given =
+      this.reflector.get<unknown>(CACHE_TAGS_METADATA, context.getHandler()) ??
+      this.reflector.get<unknown>(CACHE_TAGS_METADATA, context.getClass());
+    if (given === undefined || options === 'uncached') return options;
+    const tags = typeof given === 'function' ? await (given as Factory<unknown>)(context) : given;
+    // What is no array of tags is refused by the cache, in its words.
+    return { ...options, tags: tags as string[] };
   }
 
   /**
