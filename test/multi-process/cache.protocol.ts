@@ -45,7 +45,11 @@ export type CacheCommand =
   /** `BufferCache.get(key)`: answers `{ value }` (`null` for none). */
   | { readonly cmd: 'read'; readonly id: number; readonly key: string }
   /** `BufferCache.set(key, value)`, or `delete(key)` when `value` is `null`: answers `{ done }`. */
-  | { readonly cmd: 'write'; readonly id: number; readonly key: string; readonly value: unknown };
+  | { readonly cmd: 'write'; readonly id: number; readonly key: string; readonly value: unknown }
+  /** `getOrSet(key, factory, { tags })`, the factory giving `pid:n`: answers `{ value }`. */
+  | { readonly cmd: 'tagged'; readonly id: number; readonly key: string; readonly tags: string[] }
+  /** `deleteByTag(tags)`: answers `{ done }`. */
+  | { readonly cmd: 'untag'; readonly id: number; readonly tags: string[] };
 
 /** One factory run in a worker (epoch ms). */
 export interface FactoryRun {

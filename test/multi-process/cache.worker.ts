@@ -15,6 +15,7 @@ const send = (reply: CacheReply): void => void process.send!(reply);
 
 const runs: FactoryRun[] = [];
 const built: { key: string; at: number }[] = [];
+let taggedBuilds = 0;
 
 @Injectable()
 class Reports {
@@ -107,6 +108,15 @@ async function handle(command: CacheCommand): Promise<void> {
   if (command.cmd === 'write') {
     const { key, value } = command;
     await (value === null ? cache.delete(key) : cache.set(key, value));
+    return send({ id: command.id, done: true });
+  }
+  if (command.cmd === 'tagged') {
+    const { key, tags } = command;
+    const value = await cache.getOrSet(key, () => `${process.pid}:${++taggedBuilds}`, { tags });
+    return send({ id: command.id, value });
+  }
+  if (command.cmd === 'untag') {
+    await cache.deleteByTag(command.tags);
     return send({ id: command.id, done: true });
   }
   if (command.cmd === 'hot') {

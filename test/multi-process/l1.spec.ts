@@ -88,6 +88,21 @@ describe('l1 across 3 worker processes', () => {
     for (const w of workers) await until(async () => (await read(w, key)) === null);
   });
 
+  it('a deleteByTag in one worker: every worker’s next read of a tagged entry builds it again', async () => {
+    const key = `l1:mp:tagged:${++n}`;
+    const tags = [`tag:${n}`];
+    const tagged = (w: CacheWorker): Promise<unknown> =>
+      w.ask<Read>({ cmd: 'tagged', key, tags }).then((reply) => reply.value);
+    const first = await tagged(workers[0]!);
+    for (const w of workers) expect(await tagged(w)).toBe(first);
+    await workers[1]!.ask<Done>({ cmd: 'untag', tags });
+    // Each worker hears of it on its own subscription, a little after the call returned.
+    for (const w of workers) await until(async () => (await tagged(w)) !== first);
+    // Built once for all of them.
+    const rebuilt = await Promise.all(workers.map(tagged));
+    expect(new Set(rebuilt).size).toBe(1);
+  });
+
   it('the subscribers killed: every worker drops its copies, then keeps them again once subscribed', async () => {
     const key = await heldEverywhere();
     const killed = Number(await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub'));
