@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { LockError } from '../errors/lock.error.js';
 import type { RedisLockService } from '../lock/redis-lock.service.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import { errorText } from '../messages/error-text.js';
 import { resolveFlightOptions, type BufferLockOptions } from '../options/buffer-lock.options.js';
 import {
   CacheOptionsDto,
@@ -155,14 +156,19 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   /**
    * Every entry carrying one of `tags` is a miss from now on, in every process (`l1` included),
    * and is never served again, not even within `grace`. One Redis command, whatever the number
-   * of entries; rejects when Redis cannot be reached.
+   * of entries; rejects with `cache_delete_by_tag_failed` when Redis cannot be reached.
    */
   async deleteByTag(tags: string | readonly string[]): Promise<void> {
     const list = typeof tags === 'string' ? [tags] : tags;
     if (!isTags(list) || list.length === 0) {
       throw new LockError('cache_tags_invalid', this.messages.render('cache_tags_invalid'));
     }
-    await this.entries.deleteByTag(list);
+    try {
+      await this.entries.deleteByTag(list);
+    } catch (error) {
+      const text = this.messages.render('cache_delete_by_tag_failed', { ERROR: errorText(error) });
+      throw new LockError('cache_delete_by_tag_failed', text, { cause: error });
+    }
   }
 
   /** Deletes the entry of `key`: the next call builds it (once across the fleet). */

@@ -115,6 +115,8 @@ export const ENGLISH_MESSAGES = {
   cache_evict_no_module:
     'CLASS.METHOD uses @CacheEvict, but BufferLockModule is not visible to its module: import BufferLockModule.forRoot() there, or register it with isGlobal: true',
   cache_tags_invalid: 'cache_lock cache tags must be an array of non-empty strings',
+  cache_delete_by_tag_failed:
+    'Deleting cache entries by tag failed: ERROR; the entries that carry it are still served',
   cache_l1_invalid: 'cache_lock cache l1 must be true or false',
   l1_invalid: 'cache_lock l1 must be false or an object with maxEntries and maxAge',
   l1_max_entries_invalid: 'cache_lock l1.maxEntries must be a positive integer',

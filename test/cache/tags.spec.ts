@@ -162,6 +162,39 @@ describe('tags: deleteByTag makes every entry that carries one of them a miss', 
     }
   });
 
+  it('a deleteByTag Redis cannot take rejects in the catalog’s words, the cause kept', async () => {
+    const down = await startRedis();
+    const lock = new RedisLockService({
+      redis: () => down.client({ maxRetriesPerRequest: 0, enableOfflineQueue: false }),
+      namespace: 'test:tags:',
+    });
+    const cache = new BufferCache({ lock, options: { logger: new MemoryLogger() } });
+    await cache.set(key(), 1);
+    await down.kill();
+    const error: unknown = await cache.deleteByTag(tag()).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(LockError);
+    expect(error).toMatchObject({ code: 'cache_delete_by_tag_failed' });
+    expect((error as Error).message).toMatch(/^Deleting cache entries by tag failed: /);
+    expect((error as Error).cause).toBeInstanceOf(Error);
+    await down.stop();
+  });
+
+  it('a client that answers the tag scripts with nonsense: deleteByTag rejects, a tagged read is a miss', async () => {
+    for (const reply of [null, 'OK', { version: 3 }, [1, 2, 3], -1]) {
+      const client = { eval: () => Promise.resolve(reply) };
+      const lock = new RedisLockService({ redis: client, namespace: 'test:tags:' });
+      const logger = new MemoryLogger();
+      const cache = new BufferCache({ lock, options: { logger }, store: new Map() });
+      await expect(cache.deleteByTag('t')).rejects.toMatchObject({
+        code: 'cache_delete_by_tag_failed',
+      });
+      let builds = 0;
+      // The versions cannot be read: the value is answered, and nothing is stored.
+      expect(await cache.getOrSet('k', () => ++builds, { tags: ['t'] })).toBe(1);
+      expect(await cache.getOrSet('k', () => ++builds, { tags: ['t'] })).toBe(2);
+    }
+  });
+
   it('on memory:// too', async () => {
     const lock = new RedisLockService({
       redis: 'memory://tags',
