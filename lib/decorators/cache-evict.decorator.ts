@@ -1,7 +1,7 @@
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { CacheEvictOptionsDto } from '../options/cache-evict.options.js';
 import { isPlainObject } from '../options/rules.js';
-import { validateOptions } from '../options/validate-options.js';
+import { readableCopy, validateOptions } from '../options/validate-options.js';
 import type { CacheTagList } from './decorated-tags.js';
 import { cacheOf, injectCache } from './injected-cache.js';
 import {
@@ -50,7 +50,7 @@ export function CacheEvict<This, Args extends unknown[]>(
   // No keys is fine when tags say what to evict.
   const tagsOnly = Array.isArray(keys) && keys.length === 0 && isPlainObject(options);
   checkArguments(messages, 'cache_evict', tagsOnly ? 'tags' : keys, options);
-  if (tagsOnly && options.tags === undefined) {
+  if (tagsOnly && readableCopy(options).tags === undefined) {
     throw configError(messages, 'key', 'cache_evict_key_invalid');
   }
   const { tags } = validateOptions(CacheEvictOptionsDto, options, messages, 'partial') as {

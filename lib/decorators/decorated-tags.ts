@@ -1,6 +1,6 @@
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { CacheOptionsDto, type BufferCacheOptions } from '../options/cache.options.js';
-import { validateOptions } from '../options/validate-options.js';
+import { readableCopy, validateOptions } from '../options/validate-options.js';
 
 /**
  * The tags of a decorated method's entry: an array, or a function of the method's arguments (with
@@ -28,12 +28,14 @@ export function callOptions<This, Args extends unknown[]>(
   options: DecoratedCacheOptions<This, Args>,
   messages: BufferLockMessages,
 ): (self: This, args: Args) => BufferCacheOptions {
-  const { tags, ...rest } = options;
+  // Read once: an option whose getter throws is reported by validation, not thrown here.
+  const { tags, ...rest } = readableCopy(options);
   if (typeof tags !== 'function') {
     validateOptions(CacheOptionsDto, options, messages, 'partial');
     const fixed = options as BufferCacheOptions;
     return () => fixed;
   }
   validateOptions(CacheOptionsDto, rest, messages, 'partial');
-  return (self, args) => ({ ...rest, tags: tags.apply(self, args) });
+  const call = tags as (this: This, ...args: Args) => readonly string[];
+  return (self, args) => ({ ...rest, tags: call.apply(self, args) });
 }

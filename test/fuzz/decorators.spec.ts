@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   BufferLockConfigError,
   BufferLockNotImportedError,
+  CachePut,
   Cached,
   SingleFlight,
 } from '../../lib/index.js';
@@ -234,6 +235,35 @@ describe('decorators with keys and options of every type', () => {
           holds,
           expected,
           'cached_not_method',
+          arg.kind === 'hostile',
+        );
+        expect(escaped).toEqual([]);
+      }),
+      fuzzParameters(FILE, 300),
+    );
+    await settle();
+    expect(escaped).toEqual([]);
+  });
+
+  it('@CachePut is made exactly for a key form and valid cache options', async () => {
+    const fields = fc.record(
+      { ttl: seconds, grace: orZero, timeout: orZero, lockTtl: seconds, lockTimeout: seconds },
+      { requiredKeys: [] },
+    );
+    await fc.assert(
+      fc.asyncProperty(key, optionsArg(fields), descriptor, async (k, arg, holds) => {
+        const expected = expectedFor(
+          k,
+          arg,
+          'cache_put_key_invalid',
+          'cache_put_options_invalid',
+          () => [],
+        );
+        await check(
+          () => CachePut(k.value as string, valueOf(arg) as never) as never,
+          holds,
+          expected,
+          'cache_put_not_method',
           arg.kind === 'hostile',
         );
         expect(escaped).toEqual([]);
