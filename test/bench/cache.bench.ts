@@ -28,6 +28,9 @@ import {
 import {
   CACHE_STRATEGIES,
   HIT_ROUTES,
+  L1_MAX_AGE,
+  L1_ROUTE,
+  L1_STRATEGY,
   type CacheMode,
   type CacheRound,
   type CacheServerMessage,
@@ -102,6 +105,22 @@ async function hitLoad(
   };
 }
 
+/**
+ * Requests the l1 route until one sends nothing to Redis: its tier subscribes on first use, and
+ * a copy is kept at most maxAge (the rounds of the other routes outlast it).
+ */
+async function warmL1(port: number, admin: Redis): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (Date.now() < deadline) {
+    const before = await commandStats(admin);
+    const response = await fetch(`http://127.0.0.1:${port}/${L1_ROUTE}/warm-up`);
+    await response.arrayBuffer();
+    if (commandDelta(before, await commandStats(admin)).total === 0) return;
+    await sleep(5);
+  }
+  throw new Error(`${L1_ROUTE}: every request still reaches Redis after 5 s`);
+}
+
 async function hitPath(context: BenchContext): Promise<void> {
   const { quick, redis, report } = context;
   const server = fork(fileURLToPath(new URL('./cache.server.js', import.meta.url)), [], {
@@ -111,7 +130,7 @@ async function hitPath(context: BenchContext): Promise<void> {
   const exited = new Promise((resolve) => server.once('exit', resolve));
   const admin = redis.client();
   try {
-    const { port } = await new Promise<CacheServerMessage>((resolve, reject) => {
+    const { port, l1Port } = await new Promise<CacheServerMessage>((resolve, reject) => {
       server.once('message', resolve);
       server.once('exit', (code) => reject(new Error(`cache server exited with ${code}`)));
     });
@@ -126,12 +145,14 @@ async function hitPath(context: BenchContext): Promise<void> {
       runs,
       rounds,
       1,
-      (run, round) => {
+      async (run, round) => {
         report.progress(
           `cache hit path: ${run.route}, ${run.connections} connections, round ${round}`,
         );
+        const l1 = run.route === L1_ROUTE;
+        if (l1) await warmL1(l1Port, admin);
         return hitLoad(
-          port,
+          l1 ? l1Port : port,
           run.route,
           run.connections,
           round < 0 ? 1 : seconds,
@@ -175,6 +196,15 @@ async function hitPath(context: BenchContext): Promise<void> {
             lock === 0,
           );
         }
+        if (route === L1_ROUTE) {
+          target(
+            `HTTP hot route with l1 (@Cached, ${connections} connections): ≥ 1.3× the ` +
+              `hand-written cache-aside route`,
+            `${fmtRatio(ratio)} (${fmtInt(median(loads.map((l) => l.rps)))} vs ` +
+              `${fmtInt(median(aside.map((l) => l.rps)))} requests/s)`,
+            ratio >= 1.3,
+          );
+        }
       }
     }
     report.add(
@@ -189,7 +219,12 @@ async function hitPath(context: BenchContext): Promise<void> {
         `\`@SingleFlight((id) => 'item:' + id)\`, each request a new id: a lock and a release per ` +
         `request, as today's pattern pays. **CacheInterceptor**: \`@nestjs/cache-manager\` 12 with ` +
         `\`@CacheKey\` on one key, cache-manager 7 over a Keyv **Redis** store (\`@keyv/redis\`, ` +
-        `its own node-redis client) on the same Redis. autocannon in the bench process, ` +
+        `its own node-redis client) on the same Redis. **@Cached, module l1**: a second Nest ` +
+        `app in the same process (its own port), whose module is the first one's plus ` +
+        `\`l1: { maxAge: ${L1_MAX_AGE} }\`, serving the same entry through ` +
+        `\`@Cached('item-l1', { ttl })\`; before each of its rounds it is requested until a ` +
+        `request sends nothing to Redis (a copy then lives ${L1_MAX_AGE} s at most: about one ` +
+        `store read per ${L1_MAX_AGE} s under load). autocannon in the bench process, ` +
         `${rounds} round(s) of ${seconds} s per route and connection count, interleaved; ratios ` +
         `are medians of per-round ratios to the hand-written route. Lock commands: SET, DEL, ` +
         `SPUBLISH, PEXPIRE, (S)SUBSCRIBE… per request from \`INFO commandstats\`, which counts ` +
@@ -349,6 +384,9 @@ async function stampedes(context: BenchContext): Promise<void> {
     const ready = await Promise.all(workers.map((w) => w.next('ready')));
     const unavailable = ready[0]!.unavailable;
     const strategies = CACHE_STRATEGIES.filter((s) => !unavailable[s] && selected(context, s));
+    // A cold key has no copy for l1 to hold: the l1 row runs in the hit and stale rounds.
+    const strategiesOf = (mode: CacheMode): typeof strategies =>
+      mode === 'cold' ? strategies.filter((s) => s !== L1_STRATEGY) : strategies;
     const modes: CacheMode[] = ['cold', 'hit', 'stale'];
     const results = new Map<string, Round[]>();
     const of = (mode: CacheMode, strategy: string): Round[] => {
@@ -357,11 +395,12 @@ async function stampedes(context: BenchContext): Promise<void> {
       return results.get(name)!;
     };
     let serial = 0;
+    let notHeld = 0;
     const trips = new Map<string, WaitingTrips>();
     const floor: number[] = [];
     for (const mode of modes) {
       await interleave(
-        strategies,
+        strategiesOf(mode),
         rounds,
         quick ? 0 : 1,
         async (strategy, round) => {
@@ -370,6 +409,12 @@ async function stampedes(context: BenchContext): Promise<void> {
           if (mode !== 'cold') {
             workers[0]!.process.send({ type: 'prime', strategy, key, mode });
             await workers[0]!.next('primed');
+            // With l1, every worker reads the entry while it is fresh, and holds a copy of it.
+            if (strategy === L1_STRATEGY) {
+              for (const w of workers) w.process.send({ type: 'hold', strategy, key });
+              const held = await Promise.all(workers.map((w) => w.next('held')));
+              notHeld += held.filter((h) => !h.ok).length;
+            }
             if (mode === 'stale') await sleep(STALE_AFTER_MS);
           }
           const before = await commandStats(admin);
@@ -387,7 +432,7 @@ async function stampedes(context: BenchContext): Promise<void> {
       if (mode !== 'cold') continue;
       // One more cold round each under MONITOR (not timed), right after the timed ones: the round
       // trips of the waiting workers of a fleet that waited a moment ago.
-      for (const strategy of strategies) {
+      for (const strategy of strategiesOf('cold')) {
         report.progress(`cache stampede: cold, ${strategy}, counting round trips with MONITOR`);
         const key = `cache:cold:${serial++}:${Date.now()}`;
         let done: CacheRound[] = [];
@@ -438,7 +483,7 @@ async function stampedes(context: BenchContext): Promise<void> {
           xLabel: 'callers served, % of all (in the order they were served)',
           yLabel: 'latency from the go signal, ms',
           yScale,
-          series: strategies.map((strategy) =>
+          series: strategiesOf(mode).map((strategy) =>
             servedOrder(
               strategy,
               medianRound(of(mode, strategy)).latencies,
@@ -452,7 +497,7 @@ async function stampedes(context: BenchContext): Promise<void> {
       );
       return chart && `\n${chart}`;
     };
-    const coldRows = CACHE_STRATEGIES.map((strategy) => {
+    const coldRows = CACHE_STRATEGIES.filter((s) => s !== L1_STRATEGY).map((strategy) => {
       const absent = missing(strategy);
       if (absent) return [...absent, '', '', '', '', '', '', '', '', ''];
       const rs = of('cold', strategy);
@@ -571,7 +616,12 @@ async function stampedes(context: BenchContext): Promise<void> {
         `${buildMs} ms + 100 ms after its last answer, so background ones count). Waited: ` +
         `callers whose value was built in the round. "hit p99" is the p99 of the same load on a ` +
         `fresh entry (${rounds} round(s) per strategy, the same way), the hit path this is held ` +
-        `against.\n\n` +
+        `against. **${L1_STRATEGY}**: each worker also has the same module with ` +
+        `\`l1: { maxAge: ${L1_MAX_AGE} }\` (an application context of its own), and after the ` +
+        `prime every worker reads the entry with \`get()\` (which never refreshes) until a read ` +
+        `sends nothing to Redis: the round then starts with a copy in each process, past its ttl, ` +
+        `within grace (a copy keeps the entry's ttl and grace), and its hit round the same with ` +
+        `a fresh one. Copies not held when a round began: ${notHeld}.\n\n` +
         table(
           [
             'strategy',
@@ -588,6 +638,21 @@ async function stampedes(context: BenchContext): Promise<void> {
         ) +
         chartOf('stale', 'chart-cache-stale.svg', 'Stale stampede', 'log'),
     );
+
+    const wrapName = 'cache-manager wrap()';
+    if (strategies.includes(L1_STRATEGY)) {
+      const l1P99 = m(of('stale', L1_STRATEGY), (r) => r.p99);
+      const wrapStaleP99 = strategies.includes(wrapName)
+        ? m(of('stale', wrapName), (r) => r.p99)
+        : undefined;
+      target(
+        "stale stampede with l1: p99 ≤ wrap()'s p99 (same run)",
+        wrapStaleP99 === undefined
+          ? (unavailable[wrapName] ?? 'not run (--filter)')
+          : `${fmt(l1P99, 2)} ms vs ${fmt(wrapStaleP99, 2)} ms`,
+        wrapStaleP99 === undefined ? undefined : l1P99 <= wrapStaleP99,
+      );
+    }
 
     const name = 'BufferCache.getOrSet';
     if (!strategies.includes(name)) return;

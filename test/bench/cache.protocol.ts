@@ -19,6 +19,8 @@ export type ToCacheWorker =
       readonly key: string;
       readonly mode: CacheMode;
     }
+  /** Reads the primed key (`get()`) until a read sends nothing: the worker's `l1` holds a copy. */
+  | { readonly type: 'hold'; readonly strategy: string; readonly key: string }
   /** The wake-up floor: sleep as long as a build, then SPUBLISH on `WAKE_CHANNEL`. */
   | { readonly type: 'wake' }
   | { readonly type: 'exit' };
@@ -27,6 +29,8 @@ export type ToCacheWorker =
 export type FromCacheWorker =
   | { readonly type: 'ready'; readonly unavailable: Readonly<Record<string, string>> }
   | { readonly type: 'primed' }
+  /** `ok: false` when no read was served from `l1` within the hold's time limit. */
+  | { readonly type: 'held'; readonly ok: boolean }
   | { readonly type: 'done'; readonly result: CacheRound }
   /** Epoch ms right before the SPUBLISH of a `wake`. */
   | { readonly type: 'woke'; readonly sentAt: number }
@@ -54,9 +58,19 @@ export interface CacheRound {
   readonly firstError?: string;
 }
 
+/** `maxAge` (seconds) of the modules with `l1`: the workers' second one, the server's second app. */
+export const L1_MAX_AGE = 5;
+
+/**
+ * BufferCache from a module with `l1`: in the hit and stale rounds only, each worker holding a
+ * copy of the entry when the round starts (a cold key has no copy to hold).
+ */
+export const L1_STRATEGY = 'BufferCache.getOrSet, module l1 (maxAge 5 s)';
+
 /** Strategies of the stampede rounds, in table order; the parent and the workers share them. */
 export const CACHE_STRATEGIES = [
   'BufferCache.getOrSet',
+  L1_STRATEGY,
   'CacheInterceptor-style (get → build → set)',
   'cache-manager wrap()',
   'bentocache getOrSet',
@@ -69,7 +83,15 @@ export const HIT_ROUTES = [
   { route: 'buffer-cache-defaults', label: 'BufferCache.getOrSet(key, f), cacheDefaults' },
   { route: 'single-flight', label: '@SingleFlight around the handler' },
   { route: 'interceptor', label: 'CacheInterceptor (Keyv Redis store)' },
+  { route: 'cached-l1', label: '@Cached, module l1: { maxAge: 5 }' },
 ] as const;
 
-/** What the hit-path server sends once it is up. */
-export type CacheServerMessage = { readonly type: 'listening'; readonly port: number };
+/** The route served by the server's second app, whose module has `l1`. */
+export const L1_ROUTE = 'cached-l1';
+
+/** What the hit-path server sends once it is up: its app's port, and the `l1` app's. */
+export type CacheServerMessage = {
+  readonly type: 'listening';
+  readonly port: number;
+  readonly l1Port: number;
+};

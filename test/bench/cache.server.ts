@@ -4,16 +4,18 @@
 // per-call ttl; `/buffer-cache-defaults/:id` with none, the module's cacheDefaults);
 // `/single-flight/:id` is the hand-written route under @SingleFlight on a per-request key (a lock
 // and a release per request); `/interceptor/:id` is @nestjs/cache-manager's CacheInterceptor on a
-// Keyv Redis store. Sends its port over IPC once listening.
+// Keyv Redis store. A second app in the same process, whose module is the same but with `l1`,
+// serves `/cached-l1/:id` with @Cached: a hit there is a copy held in the process. Sends both
+// ports over IPC once listening.
 import 'reflect-metadata';
 import KeyvRedis from '@keyv/redis';
 import { CacheInterceptor, CacheKey, CacheModule, CacheTTL } from '@nestjs/cache-manager';
 import { Controller, Get, Inject, Module, Param, UseInterceptors } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
-import { BufferCache, BufferLockModule, SingleFlight } from '../../lib/index.js';
+import { BufferCache, BufferLockModule, Cached, SingleFlight } from '../../lib/index.js';
 import { FAIL_FAST_CLIENT_DEFAULTS } from '../../lib/redis/client-defaults.js';
-import type { CacheServerMessage } from './cache.protocol.js';
+import { L1_MAX_AGE, type CacheServerMessage } from './cache.protocol.js';
 
 const port = Number(process.env['BENCH_REDIS_PORT']);
 const url = `redis://127.0.0.1:${port}`;
@@ -98,16 +100,49 @@ class ItemsController {
 // oxlint-disable-next-line typescript/no-extraneous-class -- a Nest module class is empty
 class AppModule {}
 
+@Controller()
+class L1ItemsController {
+  // The same entry and ttl as the BufferCache route, through the decorator (its own key).
+  @Get('cached-l1/:id')
+  @Cached('item-l1', { ttl: ENTRY_TTL_S })
+  cachedL1(): Item {
+    return build();
+  }
+}
+
+// The app module's BufferLockModule with `l1`: an app of its own, for the module is global.
+@Module({
+  imports: [
+    BufferLockModule.forRoot({
+      redis: url,
+      namespace: 'bench:hit:',
+      cacheDefaults: { ttl: ENTRY_TTL_S },
+      l1: { maxAge: L1_MAX_AGE },
+    }),
+  ],
+  controllers: [L1ItemsController],
+})
+// oxlint-disable-next-line typescript/no-extraneous-class -- a Nest module class is empty
+class L1AppModule {}
+
+/** The port an app's HTTP server listens on. */
+const portOf = (server: unknown): number =>
+  (server as { address(): { port: number } }).address().port;
+
 async function main(): Promise<void> {
   const app = await NestFactory.create(AppModule, { logger: false });
+  const l1App = await NestFactory.create(L1AppModule, { logger: false });
   await app.listen(0, '127.0.0.1');
-  const address = app.getHttpServer().address() as { port: number };
-  process.send!({ type: 'listening', port: address.port } satisfies CacheServerMessage);
+  await l1App.listen(0, '127.0.0.1');
+  process.send!({
+    type: 'listening',
+    port: portOf(app.getHttpServer()),
+    l1Port: portOf(l1App.getHttpServer()),
+  } satisfies CacheServerMessage);
   process.on(
     'message',
     () =>
-      void app
-        .close()
+      void Promise.all([app.close(), l1App.close()])
         .then(() => asideClient.quit())
         .finally(() => process.exit(0)),
   );

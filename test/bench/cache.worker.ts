@@ -11,6 +11,8 @@ import { BufferCache, BufferLockModule } from '../../lib/index.js';
 import { EntryStore } from '../../lib/cache/entry-store.js';
 import { epochMs, sleep } from './harness.js';
 import {
+  L1_MAX_AGE,
+  L1_STRATEGY,
   WAKE_CHANNEL,
   type CacheMode,
   type CacheRound,
@@ -172,7 +174,65 @@ async function setUp(): Promise<void> {
         : wrapped.wrap(key, build, 60_000),
   });
 
+  await setUpL1();
   await setUpBentocache();
+}
+
+/** The l1 module's cache, for `hold`. */
+let l1Cache: BufferCache | undefined;
+/** A hold gives up after this long. */
+const HOLD_LIMIT_MS = 5000;
+
+/** Reads until one sends nothing to Redis (no store read): `l1` then holds a copy of `key`. */
+async function holdCopy(key: string): Promise<boolean> {
+  const deadline = Date.now() + HOLD_LIMIT_MS;
+  do {
+    const before = reads;
+    // get(), not getOrSet(): a stale entry must not start its refresh before the round.
+    await l1Cache!.get(key);
+    if (reads === before) return true;
+    await sleep(1);
+  } while (Date.now() < deadline);
+  return false;
+}
+
+/**
+ * The same module with `l1`, an application context of its own (the module is global): its
+ * copies keep the entry's ttl and grace, so a copy held past ttl is served stale at once.
+ */
+async function setUpL1(): Promise<void> {
+  // oxlint-disable-next-line typescript/no-extraneous-class -- a Nest module class is empty
+  const L1App = class {};
+  Module({
+    imports: [
+      BufferLockModule.forRoot({
+        redis: url,
+        namespace: 'bench:cache:',
+        lockTimeout: 5,
+        l1: { maxAge: L1_MAX_AGE },
+        logger: { log() {}, warn() {}, error() {} },
+      }),
+    ],
+  })(L1App);
+  const app: INestApplicationContext = await NestFactory.createApplicationContext(L1App, {
+    logger: false,
+  });
+  closers.push(() => app.close());
+  const cache = app.get(BufferCache);
+  l1Cache = cache;
+  strategies.set(L1_STRATEGY, {
+    commandsPerRead: 2,
+    call: (key, mode) =>
+      cache.getOrSet(
+        key,
+        build,
+        mode === 'stale' ? { ttl: STALE_TTL_MS / 1000, grace: 60 } : { ttl: 60 },
+      ),
+  });
+  // The tier subscribes on first use: subscribed before the first round's hold.
+  const probe = `probe:l1:${process.pid}`;
+  await cache.set(probe, 1, { ttl: 60 });
+  if (!(await holdCopy(probe))) throw new Error('l1: every read still reaches Redis after 5 s');
 }
 
 /** bentocache, its Redis (L2) layer alone, on an ioredis client whose GETs are counted. */
@@ -260,6 +320,7 @@ async function handle(message: ToCacheWorker): Promise<void> {
   if (message.type === 'wake') return wake();
   const strategy = strategies.get(message.strategy);
   if (!strategy) throw new Error(`strategy ${message.strategy} is not available`);
+  if (message.type === 'hold') return send({ type: 'held', ok: await holdCopy(message.key) });
   if (message.type === 'prime') {
     round = 'prime';
     await strategy.call(message.key, message.mode);

@@ -10,18 +10,24 @@ import {
 } from '../../lib/single-flight/release-subscriber.js';
 import {
   collectGarbage,
+  commandDelta,
+  commandStats,
+  describeCommands,
   epochMs,
   fmt,
   fmtInt,
   fmtRatio,
   interleave,
   mailbox,
+  monitorCommands,
   sleep,
   summarize,
   table,
   target,
   type BenchContext,
   type BenchSection,
+  type CommandDelta,
+  type MonitoredCommands,
 } from './harness.js';
 import { MISS, type FromL1Worker, type Reads, type ToL1Worker } from './l1.protocol.js';
 
@@ -363,30 +369,46 @@ function write(
   key: string,
   version: number | null,
   announce: boolean,
+  tag?: string,
 ): Promise<Extract<FromL1Worker, { type: 'wrote' }>> {
-  return fleet.writer.ask({ type: 'write', key, version, announce }, 'wrote');
+  return fleet.writer.ask({ type: 'write', key, version, announce, tag }, 'wrote');
 }
+
+type Invalidating = 'set' | 'delete' | 'deleteByTag';
 
 async function invalidation(context: BenchContext, fleet: Fleet): Promise<void> {
   const { quick, report } = context;
   const writes = quick ? 30 : 200;
   const key = 'inv';
+  // A key of its own for deleteByTag, whose entry carries the tag: the set() and delete() rounds
+  // read an untagged entry, as before.
+  const tagKey = 'inv-tagged';
+  const tag = 'inv-tag';
   await open(fleet, 'bench:l1:inv:', 60);
-  const seen = { set: [] as number[], delete: [] as number[] };
-  const calls = { set: [] as number[], delete: [] as number[] };
-  const missed = { set: 0, delete: 0 };
+  const ops: readonly Invalidating[] = ['set', 'delete', 'deleteByTag'];
+  const seen: Record<Invalidating, number[]> = { set: [], delete: [], deleteByTag: [] };
+  const calls: Record<Invalidating, number[]> = { set: [], delete: [], deleteByTag: [] };
+  const missed: Record<Invalidating, number> = { set: 0, delete: 0, deleteByTag: 0 };
   let notHeld = 0;
   let version = 0;
   await write(fleet, key, ++version, true);
-  report.progress(`l1 invalidation: ${writes} sets and ${writes} deletes`);
+  await write(fleet, tagKey, ++version, true, tag);
+  report.progress(`l1 invalidation: ${writes} sets, ${writes} deletes and ${writes} deleteByTags`);
   for (let i = 0; i < writes; i++) {
     // A measured set replaces a copy the readers hold, a measured delete too; a set after the
-    // delete gives them one again (a miss is not held).
-    for (const op of ['set', 'delete'] as const) {
-      notHeld += await hold(fleet, key);
+    // delete gives them one again (a miss is not held). deleteByTag ends the tagged key's copy,
+    // and a set after it gives them one stamped with the tag's new version.
+    for (const op of ops) {
+      const watched = op === 'deleteByTag' ? tagKey : key;
+      notHeld += await hold(fleet, watched);
       const want = op === 'set' ? ++version : MISS;
-      await Promise.all(fleet.readers.map((r) => r.ask({ type: 'watch', key, want }, 'watching')));
-      const wrote = await write(fleet, key, op === 'set' ? want : null, true);
+      await Promise.all(
+        fleet.readers.map((r) => r.ask({ type: 'watch', key: watched, want }, 'watching')),
+      );
+      const wrote =
+        op === 'deleteByTag'
+          ? await fleet.writer.ask({ type: 'deleteByTag', tag }, 'wrote')
+          : await write(fleet, key, op === 'set' ? want : null, true);
       calls[op].push(wrote.returnedAt - wrote.startedAt);
       for (const { at } of await Promise.all(fleet.readers.map((r) => r.next('seen')))) {
         if (Number.isFinite(at)) seen[op].push(at - wrote.returnedAt);
@@ -394,8 +416,9 @@ async function invalidation(context: BenchContext, fleet: Fleet): Promise<void> 
       }
     }
     await write(fleet, key, ++version, true);
+    await write(fleet, tagKey, ++version, true, tag);
   }
-  const rows = (['set', 'delete'] as const).map((op) => {
+  const rows = ops.map((op) => {
     const s = summarize(seen[op]);
     return [
       `${op}()`,
@@ -413,9 +436,14 @@ async function invalidation(context: BenchContext, fleet: Fleet): Promise<void> 
       `(maxAge 60 s: only an invalidation can end a copy within the run). One writes the key, ` +
       `${writes} times each \`set()\` and \`delete()\`; the two others hold the old value in l1 ` +
       `(checked before each write: a read that sent nothing), then read the key about every ` +
-      `0.2 ms until they see the new value or the miss. Latency: the end of that read minus the ` +
+      `0.2 ms until they see the new value or the miss. \`deleteByTag()\`: the same, ${writes} ` +
+      `times, on a second key set with \`{ tags: ['${tag}'] }\` (set again after each, so the ` +
+      `readers hold a copy stamped with the tag's current version): the writer calls ` +
+      `\`deleteByTag('${tag}')\`, and the readers read (\`get()\`) until it is a miss. ` +
+      `Latency: the end of that read minus the ` +
       `time the writer's call returned (epoch ms, one machine); negative when a reader saw it ` +
-      `before the writer's call had returned (the call waits for its SPUBLISH's answer). ` +
+      `before the writer's call had returned (the call waits for its SPUBLISH's answer; ` +
+      `deleteByTag's script publishes before it answers). ` +
       `Each write is one sample per reader. Copies not held before a write: ${notHeld}.\n\n` +
       table(
         [
@@ -638,6 +666,165 @@ async function faults(context: BenchContext, fleet: Fleet): Promise<void> {
   );
 }
 
+// ---------------------------------------------------------------------------------------------
+// 4. What one deleteByTag costs Redis, against the number of entries that carry the tag.
+
+/** Entries carrying the tag in the large case (quick mode: fewer, the same point). */
+const TAGGED_ENTRIES = { full: 100_000, quick: 10_000 };
+/** set() calls under way at once while the entries are made: one pipeline's worth each. */
+const FILL_BATCH = 5000;
+/** Entries read before and after the deleteByTag: hits, then misses. */
+const SAMPLE = 100;
+
+interface TagCost {
+  readonly entries: number;
+  readonly fillMs: number;
+  /** `INFO commandstats` around one deleteByTag: commands inside its script counted too. */
+  readonly commands: CommandDelta;
+  /** A second deleteByTag of the tag under MONITOR: round trips, and commands in scripts. */
+  readonly seen: MonitoredCommands;
+  readonly callMs: number;
+  readonly sampled: number;
+  readonly hitsBefore: number;
+  readonly hitsAfter: number;
+}
+
+/** The same command names with the same calls. */
+function sameCommands(a: ReadonlyMap<string, number>, b: ReadonlyMap<string, number>): boolean {
+  return a.size === b.size && [...a].every(([name, calls]) => b.get(name) === calls);
+}
+
+async function tagCostOf(
+  context: BenchContext,
+  cache: BufferCache,
+  admin: Redis,
+  entries: number,
+): Promise<TagCost> {
+  const { redis, report } = context;
+  const tag = `count-${entries}`;
+  const keyOf = (i: number): string => `tagged:${entries}:${i}`;
+  report.progress(`l1 deleteByTag cost: ${fmtInt(entries)} entries tagged ${tag}`);
+  const filling = performance.now();
+  for (let from = 0; from < entries; from += FILL_BATCH) {
+    const batch = Array.from({ length: Math.min(FILL_BATCH, entries - from) }, (_, i) =>
+      // A minute is enough: the store drops them soon after the section.
+      cache.set(keyOf(from + i), { i: from + i }, { ttl: 60, tags: [tag] }),
+    );
+    await Promise.all(batch);
+  }
+  const fillMs = performance.now() - filling;
+  const sample = Array.from({ length: Math.min(SAMPLE, entries) }, (_, j) =>
+    keyOf(Math.floor((j * entries) / Math.min(SAMPLE, entries))),
+  );
+  const hits = async (): Promise<number> =>
+    (await Promise.all(sample.map((k) => cache.get(k)))).filter((v) => v !== undefined).length;
+  const hitsBefore = await hits();
+  const before = await commandStats(admin);
+  const started = performance.now();
+  await cache.deleteByTag(tag);
+  const callMs = performance.now() - started;
+  const commands = commandDelta(before, await commandStats(admin));
+  const hitsAfter = await hits();
+  // The entries still carry the tag (nothing deleted them): the same call, seen by MONITOR.
+  const seen = await monitorCommands(redis, () => cache.deleteByTag(tag));
+  return {
+    entries,
+    fillMs,
+    commands,
+    seen,
+    callMs,
+    sampled: sample.length,
+    hitsBefore,
+    hitsAfter,
+  };
+}
+
+/** Waits until `channel` has a shard subscriber. */
+async function subscribed(admin: Redis, channel: string): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (Date.now() < deadline) {
+    const [, count] = (await admin.call('PUBSUB', 'SHARDNUMSUB', channel)) as [string, number];
+    if (count > 0) return;
+    await sleep(5);
+  }
+  throw new Error(`no subscriber on ${channel} after 5 s`);
+}
+
+async function tagCost(context: BenchContext): Promise<void> {
+  const { quick, redis, report } = context;
+  const many = quick ? TAGGED_ENTRIES.quick : TAGGED_ENTRIES.full;
+  const client = redis.client();
+  const admin = redis.client();
+  const lock = new RedisLockService({ redis: client, namespace: 'bench:l1:' });
+  // No l1: a set() is then one SET, and the bump is the same script either way.
+  const prefix = 'bench:l1:tag-cost:';
+  const cache = new BufferCache({ lock, options: { logger: silent, cachePrefix: prefix } });
+  const costs: TagCost[] = [];
+  try {
+    // The first call of a script in a process may load it (NOSCRIPT, then EVAL): not measured.
+    await cache.deleteByTag('warm-up');
+    // A tagged set subscribes the cache to its channel, on a connection of its own: its
+    // SSUBSCRIBE must not land in a measured call.
+    await cache.set('warm-up', 1, { ttl: 60, tags: ['warm-up'] });
+    await subscribed(admin, `${prefix}{nestjs-buffer-lock}:l1`);
+    for (const entries of [1, many]) costs.push(await tagCostOf(context, cache, admin, entries));
+  } finally {
+    releaseSubscriberFor(client as unknown as DuplicableClient).close();
+    client.disconnect();
+    admin.disconnect();
+  }
+  const rows = costs.map((c) => [
+    fmtInt(c.entries),
+    fmt(c.fillMs / 1000, 1),
+    fmtInt(c.commands.total),
+    describeCommands(c.commands.byCommand, 6),
+    fmtInt(c.seen.fromClients),
+    fmtInt(c.seen.inScripts),
+    describeCommands(c.seen.byCommand, 6),
+    fmt(c.callMs, 2),
+    `${c.hitsBefore}/${c.sampled} → ${c.hitsAfter}/${c.sampled}`,
+  ]);
+  report.add(
+    `### deleteByTag: cost against the number of entries\n\n` +
+      `One BufferCache in the bench process (no l1) makes entries with ` +
+      `\`set(key, value, { ttl: 60, tags: [tag] })\`, ${FILL_BATCH} calls under way at a time, ` +
+      `then calls \`deleteByTag(tag)\` once, on a tag carried by 1 entry and by ` +
+      `${fmtInt(many)}${quick ? ' (quick mode; a full run: ' + fmtInt(TAGGED_ENTRIES.full) + ')' : ''}. ` +
+      `Commands: \`INFO commandstats\` before and after the call (those its script ran counted ` +
+      `too); then a second call on the same tag under MONITOR (its entries still carry it), ` +
+      `which tells a client's commands (round trips) from the script's. Reads: \`get()\` of ` +
+      `${SAMPLE} entries spread over the tagged ones (all of them when fewer) before the call ` +
+      `and after it: hits, then none.\n\n` +
+      table(
+        [
+          'entries with the tag',
+          'fill s',
+          'Redis cmds (commandstats)',
+          'by command',
+          'client cmds (MONITOR)',
+          'in scripts (MONITOR)',
+          'by command (MONITOR)',
+          'call ms',
+          'sampled hits before → after',
+        ],
+        rows,
+      ),
+  );
+  const [one, all] = costs as [TagCost, TagCost];
+  const same =
+    sameCommands(one.commands.byCommand, all.commands.byCommand) &&
+    sameCommands(one.seen.byCommand, all.seen.byCommand) &&
+    one.seen.fromClients === all.seen.fromClients;
+  target(
+    `deleteByTag: same commands for 1 and ${fmtInt(many)} entries`,
+    `${describeCommands(one.commands.byCommand, 6)} vs ` +
+      `${describeCommands(all.commands.byCommand, 6)}; ` +
+      `${one.seen.fromClients} vs ${all.seen.fromClients} round trip(s)` +
+      (all.hitsAfter === 0 ? '' : `; ${all.hitsAfter}/${all.sampled} still hit after`),
+    same && one.hitsAfter === 0 && all.hitsAfter === 0,
+  );
+}
+
 async function l1(context: BenchContext): Promise<void> {
   context.report.add(`## 10. In-process tier (l1)\n`);
   await hotHit(context);
@@ -650,6 +837,8 @@ async function l1(context: BenchContext): Promise<void> {
   } finally {
     await stopWorkers(workers);
   }
+  // With the fleet gone: commandstats counts every client's commands.
+  await tagCost(context);
 }
 
 export const l1Section: BenchSection = {

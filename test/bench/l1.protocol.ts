@@ -15,13 +15,19 @@ export type ToL1Worker =
   | { readonly type: 'hold'; readonly key: string }
   /** Reads `key` in a loop until it answers `want` (a version, or `MISS`), then says when. */
   | { readonly type: 'watch'; readonly key: string; readonly want: number }
-  /** `set` (a version) or `delete` (`null`), through the cache with `l1` when `announce`. */
+  /**
+   * `set` (a version) or `delete` (`null`), through the cache with `l1` when `announce`; a set
+   * with `tag` gives the entry that tag.
+   */
   | {
       readonly type: 'write';
       readonly key: string;
       readonly version: number | null;
       readonly announce: boolean;
+      readonly tag?: string;
     }
+  /** `deleteByTag(tag)` through the cache with `l1`; answered with `wrote`. */
+  | { readonly type: 'deleteByTag'; readonly tag: string }
   /** Reads `key` in a loop for `ms` and sends back every read. */
   | { readonly type: 'stream'; readonly key: string; readonly ms: number }
   | { readonly type: 'exit' };
@@ -48,7 +54,7 @@ export type FromL1Worker =
   | { readonly type: 'watching' }
   /** Epoch ms at the end of the first read that answered the version watched for; NaN: never. */
   | { readonly type: 'seen'; readonly at: number }
-  /** Epoch ms when the write was called and when its call returned. */
+  /** Epoch ms when the write (or `deleteByTag`) was called and when its call returned. */
   | { readonly type: 'wrote'; readonly startedAt: number; readonly returnedAt: number }
   | { readonly type: 'streaming' }
   | { readonly type: 'streamed'; readonly reads: Reads };

@@ -108,12 +108,24 @@ async function stream(key: string, ms: number): Promise<FromL1Worker> {
   return { type: 'streamed', reads };
 }
 
-async function write(key: string, version: number | null, announce: boolean): Promise<void> {
+async function write(
+  key: string,
+  version: number | null,
+  announce: boolean,
+  tag: string | undefined,
+): Promise<void> {
   const { withL1: announcing, withoutL1: unannounced } = caches();
   const cache = announce ? announcing : unannounced;
+  const options = tag === undefined ? { ttl: 3600 } : { ttl: 3600, tags: [tag] };
   const startedAt = epochMs();
   if (version === null) await cache.delete(key);
-  else await cache.set(key, { version } satisfies Value, { ttl: 3600 });
+  else await cache.set(key, { version } satisfies Value, options);
+  send({ type: 'wrote', startedAt, returnedAt: epochMs() });
+}
+
+async function deleteByTag(tag: string): Promise<void> {
+  const startedAt = epochMs();
+  await caches().withL1.deleteByTag(tag);
   send({ type: 'wrote', startedAt, returnedAt: epochMs() });
 }
 
@@ -138,7 +150,9 @@ async function handle(message: ToL1Worker): Promise<void> {
       send({ type: 'watching' });
       return send(await watch(message.key, message.want));
     case 'write':
-      return write(message.key, message.version, message.announce);
+      return write(message.key, message.version, message.announce, message.tag);
+    case 'deleteByTag':
+      return deleteByTag(message.tag);
     case 'stream':
       send({ type: 'streaming' });
       return send(await stream(message.key, message.ms));
