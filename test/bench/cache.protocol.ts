@@ -84,6 +84,7 @@ export const HIT_ROUTES = [
   { route: 'single-flight', label: '@SingleFlight around the handler' },
   { route: 'interceptor', label: 'CacheInterceptor (Keyv Redis store)' },
   { route: 'cached-l1', label: '@Cached, module l1: { maxAge: 5 }' },
+  { route: 'constant', label: 'no cache: a constant answer (what Nest and HTTP cost)' },
 ] as const;
 
 /** The route served by the server's second app, whose module has `l1`. */

@@ -41,6 +41,8 @@ const build = (): Item => ({
   builtAt: Date.now(),
 });
 
+const CONSTANT: Item = build();
+
 /** Cache-aside by hand: GET; on a miss (the first request only) build and SET. */
 async function aside(): Promise<Item> {
   const text = await asideClient.get('bench:hit:aside');
@@ -57,6 +59,12 @@ class ItemsController {
   @Get('aside/:id')
   aside(): Promise<Item> {
     return aside();
+  }
+
+  // No cache at all: the same answer every time, what Nest and HTTP alone cost (the ceiling).
+  @Get('constant/:id')
+  constant(): Promise<Item> {
+    return Promise.resolve(CONSTANT);
   }
 
   @Get('buffer-cache/:id')
