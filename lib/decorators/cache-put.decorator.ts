@@ -1,18 +1,9 @@
 import { PUT } from '../cache/buffer-cache.service.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import { callOptions, type CacheTagList } from './decorated-tags.js';
 import type { BufferCacheOptions } from '../options/cache.options.js';
-import { cacheOf, injectCache } from './injected-cache.js';
-import {
-  checkArguments,
-  configError,
-  keyOf,
-  notAPlainValue,
-  originalMethod,
-  replaceMethod,
-  returnsObservable,
-  type SingleFlightKey,
-} from './method-metadata.js';
+import { cacheMethod } from './cache-method.js';
+import { callOptions, type CacheTagList } from './decorated-tags.js';
+import { checkArguments, keyOf, type SingleFlightKey } from './method-metadata.js';
 import type { SingleFlight } from './single-flight.decorator.js';
 
 /**
@@ -38,27 +29,8 @@ export function CachePut<This, Args extends unknown[]>(
   checkArguments(messages, 'cache_put', key, options);
   const optionsOf = callOptions(options, messages);
 
-  return (target, propertyKey, descriptor) => {
-    const original = originalMethod<(this: This, ...args: Args) => unknown>(
-      descriptor as never,
-      propertyKey,
-      messages,
-      'cache_put',
-    );
-    const names = { CLASS: target.constructor.name, METHOD: String(propertyKey) };
-    const why = returnsObservable(target, propertyKey)
-      ? 'it returns an Observable'
-      : notAPlainValue(target, propertyKey);
-    if (why)
-      throw configError(messages, 'method', 'cache_put_unsupported', { ...names, WHAT: why });
-    injectCache(target);
-
-    const wrapper = async function (this: This, ...args: Args): Promise<unknown> {
-      const cache = cacheOf(this, messages, 'cache_put_no_module', names);
-      if (cache instanceof Error) throw cache;
-      const value = await original.apply(this, args);
-      return cache[PUT](keyOf(key, this, args), value, optionsOf(this, args));
-    };
-    replaceMethod(descriptor as never, original as never, wrapper as never);
-  };
+  return cacheMethod<This, Args>(messages, 'cache_put', async (cache, self, args, original) => {
+    const value = await original.apply(self, args);
+    return cache[PUT](keyOf(key, self, args), value, optionsOf(self, args));
+  });
 }
