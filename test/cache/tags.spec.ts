@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BufferCache, LockError, RedisLockService } from '../../lib/index.js';
-import { watched } from '../support/command-stats.js';
+import { sentDuring } from '../support/command-stats.js';
 import { MemoryLogger, until } from '../support/nest-helpers.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
@@ -29,18 +29,6 @@ function worker(options: Options = {}, store?: object): BufferCache {
 function counted(): { factory: () => number; builds: () => number } {
   let builds = 0;
   return { factory: () => ++builds, builds: () => builds };
-}
-
-// What the watcher's own connections send (its ready check, its PING), not the cache.
-const WATCHER = new Set(['hello', 'ping', 'info', 'monitor', 'client']);
-
-/** The commands sent to Redis while `during` ran (not those a script ran), by name, in order. */
-async function sentDuring(during: () => Promise<unknown>): Promise<string[]> {
-  const seen = await watched(server, async () => void (await during()));
-  return seen
-    .filter((command) => command.source !== 'lua')
-    .filter((command) => !WATCHER.has(command.args[0]?.toLowerCase() ?? ''))
-    .map((command) => command.args[0]!.toLowerCase());
 }
 
 describe('tags: deleteByTag makes every entry that carries one of them a miss', () => {
@@ -108,8 +96,8 @@ describe('tags: deleteByTag makes every entry that carries one of them a miss', 
     const [one, many] = [tag(), tag()];
     await cache.set(key(), 1, { tags: [one] });
     for (let i = 0; i < 2000; i++) await cache.set(`many:${i}`, i, { tags: [many] });
-    const forOne = await sentDuring(() => cache.deleteByTag(one));
-    const forMany = await sentDuring(() => cache.deleteByTag(many));
+    const forOne = await sentDuring(server, () => cache.deleteByTag(one));
+    const forMany = await sentDuring(server, () => cache.deleteByTag(many));
     expect(forMany).toEqual(forOne);
     expect(forOne.filter((name) => name === 'evalsha' || name === 'eval')).toHaveLength(1);
     expect(await cache.get('many:1999')).toBeUndefined();
@@ -123,11 +111,13 @@ describe('tags: deleteByTag makes every entry that carries one of them a miss', 
     // The first reads learn the tag's version and subscribe to the bus; then hits cost a read.
     await until(async () => {
       await cache.getOrSet(tagged, () => 2, { tags: [t] });
-      const sent = await sentDuring(() => cache.getOrSet(tagged, () => 2, { tags: [t] }));
+      const sent = await sentDuring(server, () => cache.getOrSet(tagged, () => 2, { tags: [t] }));
       return sent.length === 1;
     });
-    const taggedHit = await sentDuring(() => cache.getOrSet(tagged, () => 2, { tags: [t] }));
-    const plainHit = await sentDuring(() => cache.getOrSet(plain, () => 2));
+    const taggedHit = await sentDuring(server, () =>
+      cache.getOrSet(tagged, () => 2, { tags: [t] }),
+    );
+    const plainHit = await sentDuring(server, () => cache.getOrSet(plain, () => 2));
     expect(taggedHit).toEqual(plainHit);
   });
 
@@ -222,7 +212,7 @@ describe('tags across workers', () => {
     // b learns the tag's version (and, with l1, keeps a copy): its reads are hits.
     await until(async () => {
       await b.getOrSet(k, factory, { tags: [t] });
-      return (await sentDuring(() => b.getOrSet(k, factory, { tags: [t] }))).length <= 1;
+      return (await sentDuring(server, () => b.getOrSet(k, factory, { tags: [t] }))).length <= 1;
     });
     expect(builds()).toBe(1);
     await a.deleteByTag(t);
@@ -237,7 +227,7 @@ describe('tags across workers', () => {
     await b.getOrSet(k, factory, { tags: [t] });
     await until(async () => {
       await b.getOrSet(k, factory, { tags: [t] });
-      return (await sentDuring(() => b.getOrSet(k, factory, { tags: [t] }))).length === 1;
+      return (await sentDuring(server, () => b.getOrSet(k, factory, { tags: [t] }))).length === 1;
     });
     await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
     // b hears nothing of this bump: what it knew was dropped with its subscription.

@@ -216,7 +216,10 @@ describe('decorators with keys and options of every type', () => {
     expect(escaped).toEqual([]);
   });
 
-  it('@Cached is made exactly for a key form and valid cache options', async () => {
+  it.each([
+    ['@Cached', Cached, 'cached'],
+    ['@CachePut', CachePut, 'cache_put'],
+  ] as const)('%s is made exactly for a key form and valid cache options', async (_, make, id) => {
     const fields = fc.record(
       { ttl: seconds, grace: orZero, timeout: orZero, lockTtl: seconds, lockTimeout: seconds },
       { requiredKeys: [] },
@@ -226,44 +229,15 @@ describe('decorators with keys and options of every type', () => {
         const expected = expectedFor(
           k,
           arg,
-          'cached_key_invalid',
-          'cached_options_invalid',
+          `${id}_key_invalid`,
+          `${id}_options_invalid`,
           () => [],
         );
         await check(
-          () => Cached(k.value as string, valueOf(arg) as never) as never,
+          () => make(k.value as string, valueOf(arg) as never) as never,
           holds,
           expected,
-          'cached_not_method',
-          arg.kind === 'hostile',
-        );
-        expect(escaped).toEqual([]);
-      }),
-      fuzzParameters(FILE, 300),
-    );
-    await settle();
-    expect(escaped).toEqual([]);
-  });
-
-  it('@CachePut is made exactly for a key form and valid cache options', async () => {
-    const fields = fc.record(
-      { ttl: seconds, grace: orZero, timeout: orZero, lockTtl: seconds, lockTimeout: seconds },
-      { requiredKeys: [] },
-    );
-    await fc.assert(
-      fc.asyncProperty(key, optionsArg(fields), descriptor, async (k, arg, holds) => {
-        const expected = expectedFor(
-          k,
-          arg,
-          'cache_put_key_invalid',
-          'cache_put_options_invalid',
-          () => [],
-        );
-        await check(
-          () => CachePut(k.value as string, valueOf(arg) as never) as never,
-          holds,
-          expected,
-          'cache_put_not_method',
+          `${id}_not_method`,
           arg.kind === 'hostile',
         );
         expect(escaped).toEqual([]);

@@ -66,3 +66,21 @@ export async function watched(
   }
   return seen;
 }
+
+// What `watched`'s own connections send (their ready check, the closing PING), not the client's.
+const WATCHER_COMMANDS = new Set(['hello', 'ping', 'info', 'monitor', 'client']);
+
+/**
+ * The commands clients sent to `server` while `during` ran, by lower-case name, in order: not
+ * those a script ran, nor the watcher's own.
+ */
+export async function sentDuring(
+  server: RedisServer,
+  during: () => Promise<unknown>,
+): Promise<string[]> {
+  const seen = await watched(server, async () => void (await during()));
+  return seen
+    .filter((command) => command.source !== 'lua')
+    .map((command) => command.args[0]?.toLowerCase() ?? '')
+    .filter((name) => !WATCHER_COMMANDS.has(name));
+}
