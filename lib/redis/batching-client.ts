@@ -35,6 +35,8 @@ export function batchingClient(client: RedisScriptClient): RedisScriptClient {
   if (!canBatch(client)) return client;
   let waiting = 0;
   let corked: Writable | undefined;
+  let inBatch = 0;
+  let flushing = false;
 
   const settled = (): void => {
     waiting--;
@@ -43,7 +45,12 @@ export function batchingClient(client: RedisScriptClient): RedisScriptClient {
   const uncork = (): void => {
     const stream = corked;
     corked = undefined;
+    inBatch = 0;
     if (stream) Writable.prototype.uncork.call(stream);
+  };
+  const endOfTurn = (): void => {
+    flushing = false;
+    uncork();
   };
   // Only a Node stream, and only on a ready connection: before that, ioredis queues by itself.
   const cork = (): void => {
@@ -57,12 +64,19 @@ export function batchingClient(client: RedisScriptClient): RedisScriptClient {
     if (!(stream instanceof Writable)) return;
     Writable.prototype.cork.call(stream);
     corked = stream;
-    setImmediate(uncork);
+    if (!flushing) {
+      flushing = true;
+      setImmediate(endOfTurn);
+    }
   };
   const sent = (reply: unknown): Promise<unknown> => {
     const settles = Promise.resolve(reply);
     waiting++;
     settles.then(settled, settled);
+    // Once the batch holds as many commands as Redis has left of ours, it leaves at once, so that
+    // Redis works on it while this turn writes the next: the two processes overlap instead of
+    // taking turns, at one write more per turn.
+    if (corked !== undefined && ++inBatch * 2 >= waiting) uncork();
     return settles;
   };
   return {

@@ -30,8 +30,11 @@ import {
 /** One way to take and give back a lock; resolves whether the lock was taken. */
 export interface LockStrategy {
   readonly name: string;
-  /** The floor, us, us at `--baseline`, a peer, or a reference point that is none of them. */
-  readonly kind: 'floor' | 'ours' | 'baseline' | 'peer' | 'reference';
+  /**
+   * The floor, the least a safe lock does, us, us at `--baseline`, a peer, or a reference point
+   * that is none of them.
+   */
+  readonly kind: 'floor' | 'safe floor' | 'ours' | 'baseline' | 'peer' | 'reference';
   pair(key: string): Promise<boolean>;
 }
 
@@ -180,8 +183,8 @@ export async function lockStrategies(
     {
       // The least a safe lock can do: the floor's SET, and a compare-and-delete script in place
       // of DEL (without the key hashing, token and result checks of a library).
-      name: 'reference: SET NX PX + Lua compare-and-delete',
-      kind: 'reference',
+      name: 'safe floor: SET NX PX + Lua compare-and-delete',
+      kind: 'safe floor',
       async pair(key) {
         const token = `${key}:${next++}`;
         if ((await client.set(key, token, 'PX', TTL_MS, 'NX')) !== 'OK') return false;
@@ -297,28 +300,39 @@ function medianInterval(sorted: readonly number[]): [number, number] | undefined
   return k === 0 ? undefined : [sorted[k - 1]!, sorted[n - k]!];
 }
 
+/** `a`'s ratio over `b`'s in each round, ascending: both over the floor runs beside them. */
+function pairedQuotients(
+  a: LockStrategy,
+  b: LockStrategy,
+  ratios: ReadonlyMap<LockStrategy, number[]>,
+): number[] {
+  const theirs = ratios.get(b)!;
+  return ratios
+    .get(a)!
+    .map((ratio, i) => ratio / theirs[i]!)
+    .toSorted((x, y) => x - y);
+}
+
 /**
- * Our row over the baseline's, round by round: both ratios come from the same round, each over
- * the floor runs beside it, so the machine's drift between rounds cancels out of their quotient.
+ * One row over another, round by round: both ratios come from the same round, each over the floor
+ * runs beside it, so the machine's drift between rounds cancels out of their quotient.
  */
-function againstBaseline(
+function against(
   ours: LockStrategy,
-  baseline: LockStrategy,
+  other: LockStrategy,
   ratios: ReadonlyMap<LockStrategy, number[]>,
   results: ReadonlyMap<LockStrategy, RoundResult[]>,
 ): string {
-  const mine = ratios.get(ours)!;
-  const theirs = ratios.get(baseline)!;
-  const quotients = mine.map((ratio, i) => ratio / theirs[i]!).toSorted((a, b) => a - b);
+  const quotients = pairedQuotients(ours, other, ratios);
   const cpu = (strategy: LockStrategy): string =>
     fmt(median(results.get(strategy)!.map((r) => r.nodeCpuUs)), 1);
   const interval = medianInterval(quotients);
   return (
-    `${ours.name} over ${baseline.name}, round by round: median ${fmtRatio(median(quotients))} ` +
+    `${ours.name} over ${other.name}, round by round: median ${fmtRatio(median(quotients))} ` +
     `(95 % confidence ${interval ? interval.map(fmtRatio).join('–') : 'needs 6 rounds or more'}), ` +
     `middle half ${fmtRatio(percentile(quotients, 25))}–${fmtRatio(percentile(quotients, 75))}, ` +
     `${quotients.filter((q) => q >= 1).length} of ${quotients.length} rounds at 1.00× or more; ` +
-    `Node µs CPU/pair ${cpu(ours)} vs ${cpu(baseline)}.\n`
+    `Node µs CPU/pair ${cpu(ours)} vs ${cpu(other)}.\n`
   );
 }
 
@@ -342,6 +356,7 @@ export const lockSection: BenchSection = {
     ).filter(
       (s) =>
         s.kind === 'floor' ||
+        s.kind === 'safe floor' ||
         s.kind === 'ours' ||
         s.kind === 'baseline' ||
         selected(context, s.name),
@@ -370,7 +385,7 @@ export const lockSection: BenchSection = {
         `On the hot key most pairs at c=64 find the lock busy ("taken" is the share that got it). ` +
         `CPU per pair (medians over rounds) is steadier than wall time on a busy machine: it shows ` +
         `where each strategy spends. Peers: no retries, no waiting, no auto-refresh timer. The ` +
-        `reference row is no library: it is the least a safe lock does (SET NX PX, then a Lua ` +
+        `safe floor is no library: it is the least a safe lock does (SET NX PX, then a Lua ` +
         `compare-and-delete), so its gap to the floor is the price of safety itself. The ` +
         `unbatched row is RedisLockService on a client without pipeline(): every command sent ` +
         `as it comes, so its gap to our row is what batching gains or costs on this machine. The ` +
@@ -452,14 +467,36 @@ export const lockSection: BenchSection = {
       const baselineRow = rows.find((r) => r.strategy.kind === 'baseline');
       const oursRow = rows.find((r) => r.strategy.kind === 'ours');
       if (baselineRow && oursRow) {
-        report.add(againstBaseline(oursRow.strategy, baselineRow.strategy, ratios, results));
+        report.add(against(oursRow.strategy, baselineRow.strategy, ratios, results));
       }
       if (!scenario.hot) {
         const ours = rows.find((r) => r.strategy.kind === 'ours');
+        const safe = rows.find((r) => r.strategy.kind === 'safe floor');
         const peers = rows.filter((r) => r.strategy.kind === 'peer');
-        if (!ours || peers.length === 0) continue;
-        const bestPeer = peers.reduce((a, b) => (b.ratio > a.ratio ? b : a));
+        if (!ours || !safe) continue;
+        report.add(against(ours.strategy, safe.strategy, ratios, results));
+        const overSafe = median(pairedQuotients(ours.strategy, safe.strategy, ratios));
         target(`lock ${scenario.name}: ≥ 0.9× floor`, fmtRatio(ours.ratio), ours.ratio >= 0.9);
+        // At one caller every pair waits for its two round trips: parity is all there is to win.
+        const least = scenario.concurrency === 1 ? 0.97 : 1.05;
+        target(
+          `lock ${scenario.name}: ≥ ${fmtRatio(least)} the safe floor (round by round)`,
+          fmtRatio(overSafe),
+          overSafe >= least,
+        );
+        const semaphore = peers.find((r) => r.strategy.name === 'redis-semaphore Mutex');
+        if (semaphore) {
+          report.add(against(ours.strategy, semaphore.strategy, ratios, results));
+          const quotients = pairedQuotients(ours.strategy, semaphore.strategy, ratios);
+          const ahead = quotients.filter((q) => q > 1).length;
+          target(
+            `lock ${scenario.name}: ahead of redis-semaphore Mutex (round by round)`,
+            `median ${fmtRatio(median(quotients))}, ahead in ${ahead} of ${quotients.length} rounds`,
+            median(quotients) > 1,
+          );
+        }
+        if (peers.length === 0) continue;
+        const bestPeer = peers.reduce((a, b) => (b.ratio > a.ratio ? b : a));
         target(
           `lock ${scenario.name}: above every peer`,
           `${fmtRatio(ours.ratio)} vs best peer ${bestPeer.strategy.name} ${fmtRatio(bestPeer.ratio)}`,

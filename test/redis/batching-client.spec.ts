@@ -9,8 +9,9 @@ import { collectEscapes, settle } from '../support/escapes.js';
 
 /**
  * The lock's commands under load: one caller at a time sends each command at once; the commands
- * of concurrent callers leave their client's socket together, in one write a turn. Every reply,
- * error and the order stay each command's own. Real Redis.
+ * of concurrent callers leave their client's socket together, a batch leaving as soon as it holds
+ * as many commands as are still waiting for Redis, and what is left at the end of the turn. Every
+ * reply, error and the order stay each command's own. Real Redis.
  */
 
 let server: RedisServer;
@@ -77,9 +78,25 @@ describe('batching of the lock commands', () => {
     );
     expect(new Set(guards.map((g) => g.token)).size).toBe(64);
     for (const guard of guards) expect(await admin.exists(guard.key)).toBe(0);
-    // 128 commands: the first acquire alone, the rest in a few writes.
+    // 128 commands: the acquires in writes that double in size (see below), the releases a few
+    // per chunk of replies; sent one by one they would take 128.
     expect(counted.corks).toBeGreaterThan(0);
-    expect(counted.writes).toBeLessThanOrEqual(8);
+    expect(counted.writes).toBeLessThanOrEqual(32);
+  });
+
+  it('a burst leaves in writes that double: 1, 1, 2, 4 … commands, so Redis starts on the first at once', async () => {
+    const counted = await countedClient();
+    const { client } = counted;
+    const lock = new RedisLockService({ redis: client, namespace: 'batch:burst:' });
+    await lock.release((await lock.acquire('warm'))[0]!);
+    counted.writes = 0;
+    const acquires = Array.from({ length: 64 }, (_, i) => lock.acquire(`k${i}`));
+    // Before any reply: 1 + 1 + 2 + 4 + 8 + 16 + 32 commands.
+    expect(counted.writes).toBe(7);
+    const guards = (await Promise.all(acquires)).map(([guard]) => guard!);
+    expect(counted.writes).toBe(7);
+    for (const guard of guards) expect(await admin.get(guard.key)).toBe(guard.token);
+    await Promise.all(guards.map((guard) => lock.release(guard)));
   });
 
   it('busy answers and holders stay right inside a batch: one of 50 callers gets a hot key', async () => {
