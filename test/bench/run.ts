@@ -70,9 +70,11 @@ if (rounds !== undefined && !(Number.isInteger(rounds) && rounds > 0)) {
 const runs = (section: BenchSection): boolean =>
   only ? only.includes(section.id) : section.optIn !== true;
 // A quick run is a smoke test, a run of opt-in sections alone (the soak) measures nothing
-// RESULTS.md quotes, and a run against a baseline compares two builds: none of them overwrites
-// the committed full results.
+// RESULTS.md quotes, a run against a baseline compares two builds, and a run of some sections or
+// rows (--only, --filter, --rounds) is not the full run: none of them overwrites the committed
+// full results.
 const soakOnly = SECTIONS.filter(runs).every((section) => section.optIn === true);
+const partial = only !== undefined || filter !== undefined || rounds !== undefined;
 const out = resolve(
   repoRoot,
   values.out ??
@@ -82,7 +84,9 @@ const out = resolve(
         ? '.build/bench-results.soak.md'
         : values.baseline !== undefined
           ? '.build/bench-results.baseline.md'
-          : 'test/bench/RESULTS.md'),
+          : partial
+            ? '.build/bench-results.partial.md'
+            : 'test/bench/RESULTS.md'),
 );
 
 async function main(): Promise<number> {
