@@ -17,6 +17,7 @@ import {
   monitorCommands,
   type MonitoredCommands,
   processCpuSeconds,
+  REPORT_AFTER_MS,
   selected,
   sleep,
   summarize,
@@ -588,7 +589,8 @@ async function stampedes(context: BenchContext): Promise<void> {
         `Redis, read from /proc at the end of the round), averaged over the workers whose factory ` +
         `did not run in that round ("–" when every worker built). Latency is ` +
         `per caller from the go signal; "last served" is ms from the end of the last build to the ` +
-        `last answer. The wake-up floor, under the table: what no library goes below on this ` +
+        `last answer; a worker reports its round ${REPORT_AFTER_MS} ms after its own last answer, so ` +
+        `that the report does not take a core from a worker still answering. The wake-up floor, under the table: what no library goes below on this ` +
         `machine, one \`SPUBLISH\` sent by a worker as its ${buildMs} ms timer ends, until it ` +
         `reached the last of the other ${WORKERS - 1} (each on a plain ioredis subscriber), ` +
         `${quick ? 3 : WAKE_ROUNDS} times.\n\n` +

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import { Keyv } from 'keyv';
 import { BufferCache, BufferLockModule } from '../../lib/index.js';
 import { EntryStore } from '../../lib/cache/entry-store.js';
-import { epochMs, sleep } from './harness.js';
+import { epochMs, REPORT_AFTER_MS, sleep } from './harness.js';
 import {
   L1_MAX_AGE,
   L1_STRATEGY,
@@ -295,8 +295,9 @@ async function go(strategy: Strategy, key: string, mode: CacheMode): Promise<Cac
     }),
   );
   const callerReads = reads;
-  // Background refreshes (stale rounds) end after the callers: wait for them, so they count.
-  if (mode === 'stale') await sleep(buildMs + 100);
+  // Background refreshes (stale rounds) end after the callers: wait for them, so they count;
+  // other rounds wait a moment too (REPORT_AFTER_MS).
+  await sleep(mode === 'stale' ? buildMs + 100 : REPORT_AFTER_MS);
   return {
     builds,
     buildEnds,

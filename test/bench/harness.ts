@@ -47,6 +47,13 @@ export const NOT_AVAILABLE = 'not available yet';
 /** Milliseconds since the epoch with sub-millisecond precision, comparable across processes. */
 export const epochMs = (): number => performance.timeOrigin + performance.now();
 
+/**
+ * How long after its last caller a stampede worker waits before it reports its round: the report
+ * (every caller's latency, over IPC) and the parent's reading of it must not take a core from a
+ * worker still answering its callers.
+ */
+export const REPORT_AFTER_MS = 100;
+
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**

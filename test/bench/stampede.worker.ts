@@ -14,7 +14,7 @@ import { Redis } from 'ioredis';
 import { MurLock, MurLockModule } from 'murlock';
 import { Mutex } from 'redis-semaphore';
 import { decorate, singleFlightApi, type MethodDecoratorFn } from './features.js';
-import { epochMs, NOT_AVAILABLE, sleep } from './harness.js';
+import { epochMs, NOT_AVAILABLE, REPORT_AFTER_MS, sleep } from './harness.js';
 import type { FromWorker, ToWorker, WorkerRound } from './stampede.protocol.js';
 
 const port = Number(process.env['BENCH_REDIS_PORT']);
@@ -227,6 +227,7 @@ async function go(strategy: string, key: string): Promise<WorkerRound> {
       lastServed = Math.max(lastServed, now);
     }),
   );
+  await sleep(REPORT_AFTER_MS);
   return { builds, buildEnds, latencies, lastServed, errors, firstError };
 }
 
