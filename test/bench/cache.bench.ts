@@ -17,7 +17,7 @@ import {
   monitorCommands,
   type MonitoredCommands,
   processCpuSeconds,
-  REPORT_AFTER_MS,
+  REPORTS_AFTER,
   selected,
   sleep,
   summarize,
@@ -445,7 +445,8 @@ async function stampedes(context: BenchContext): Promise<void> {
         let done: CacheRound[] = [];
         let ports: Set<number>[] = [];
         const seen = await monitorCommands(redis, async () => {
-          for (const w of workers) w.process.send({ type: 'go', strategy, key, mode: 'cold' });
+          for (const w of workers)
+            w.process.send({ type: 'go', strategy, key, mode: 'cold', monitored: true });
           done = (await Promise.all(workers.map((w) => w.next('done')))).map((d) => d.result);
           await sleep(SETTLE_MS);
           ports = workers.map((w) => connectionPorts(w.process.pid!, redis.port));
@@ -589,8 +590,7 @@ async function stampedes(context: BenchContext): Promise<void> {
         `Redis, read from /proc at the end of the round), averaged over the workers whose factory ` +
         `did not run in that round ("–" when every worker built). Latency is ` +
         `per caller from the go signal; "last served" is ms from the end of the last build to the ` +
-        `last answer; a worker reports its round ${REPORT_AFTER_MS} ms after its own last answer, so ` +
-        `that the report does not take a core from a worker still answering. The wake-up floor, under the table: what no library goes below on this ` +
+        `last answer; ${REPORTS_AFTER}. The wake-up floor, under the table: what no library goes below on this ` +
         `machine, one \`SPUBLISH\` sent by a worker as its ${buildMs} ms timer ends, until it ` +
         `reached the last of the other ${WORKERS - 1} (each on a plain ioredis subscriber), ` +
         `${quick ? 3 : WAKE_ROUNDS} times.\n\n` +

@@ -18,6 +18,8 @@ export type ToCacheWorker =
       readonly strategy: string;
       readonly key: string;
       readonly mode: CacheMode;
+      /** The round runs under MONITOR, which slows Redis: it is left out of the wake trace. */
+      readonly monitored?: boolean;
     }
   /** Reads the primed key (`get()`) until a read sends nothing: the worker's `l1` holds a copy. */
   | { readonly type: 'hold'; readonly strategy: string; readonly key: string }

@@ -5,6 +5,7 @@ import KeyvRedis from '@keyv/redis';
 import { Module, type INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { createCache } from 'cache-manager';
+import { appendFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import { Keyv } from 'keyv';
 import { BufferCache, BufferLockModule } from '../../lib/index.js';
@@ -24,6 +25,34 @@ const port = Number(process.env['BENCH_REDIS_PORT']);
 const callers = Number(process.env['BENCH_CALLERS'] ?? 250);
 const buildMs = Number(process.env['BENCH_BUILD_MS'] ?? 200);
 const url = `redis://127.0.0.1:${port}`;
+
+/**
+ * With BENCH_WAKE_TRACE=<file>, each cold round (but the one under MONITOR) appends one line to the file: this process's
+ * events after the callers began (commands sent and answered, shard messages heard, the build's
+ * end, the first and the last caller served), for wake-trace.ts. Off by default: it wraps every
+ * ioredis command of the process.
+ */
+const traceFile = process.env['BENCH_WAKE_TRACE'];
+const events: [number, string][] = [];
+if (traceFile) traceIoredis();
+
+function traceIoredis(): void {
+  const proto = Redis.prototype as unknown as {
+    sendCommand(command: { name: string; promise?: Promise<unknown> }, ...rest: unknown[]): unknown;
+    emit(event: string | symbol, ...rest: unknown[]): boolean;
+  };
+  const { sendCommand, emit } = proto;
+  proto.sendCommand = function (this: Redis, command, ...rest) {
+    events.push([epochMs(), `sent ${command.name}`]);
+    const answered = (): number => events.push([epochMs(), `answered ${command.name}`]);
+    command.promise?.then(answered, answered);
+    return sendCommand.call(this, command, ...rest);
+  };
+  proto.emit = function (this: Redis, event, ...rest) {
+    if (event === 'smessage') events.push([epochMs(), 'heard']);
+    return emit.call(this, event, ...rest);
+  };
+}
 
 /** A cached value: which round's build made it. */
 interface Report {
@@ -269,8 +298,12 @@ async function setUpBentocache(): Promise<void> {
   }
 }
 
-async function go(strategy: Strategy, key: string, mode: CacheMode): Promise<CacheRound> {
+async function go(
+  { strategy: name, key, mode, monitored }: ToCacheWorker & { type: 'go' },
+  strategy: Strategy,
+): Promise<CacheRound> {
   round = `go:${key}`;
+  events.length = 0;
   builds = 0;
   buildEnds = [];
   reads = 0;
@@ -295,6 +328,16 @@ async function go(strategy: Strategy, key: string, mode: CacheMode): Promise<Cac
     }),
   );
   const callerReads = reads;
+  if (traceFile && mode === 'cold' && !monitored) {
+    const served = latencies.map((ms) => start + ms);
+    events.push([Math.min(...served), 'first served'], [lastServed, 'last served']);
+    for (const end of buildEnds) events.push([end, 'build end']);
+    events.sort((a, b) => a[0] - b[0]);
+    appendFileSync(
+      traceFile,
+      `${JSON.stringify({ strategy: name, key, pid: process.pid, events })}\n`,
+    );
+  }
   // Background refreshes (stale rounds) end after the callers: wait for them, so they count;
   // other rounds wait a moment too (REPORT_AFTER_MS).
   await sleep(mode === 'stale' ? buildMs + 100 : REPORT_AFTER_MS);
@@ -327,7 +370,7 @@ async function handle(message: ToCacheWorker): Promise<void> {
     await strategy.call(message.key, message.mode);
     return send({ type: 'primed' });
   }
-  send({ type: 'done', result: await go(strategy, message.key, message.mode) });
+  send({ type: 'done', result: await go(message, strategy) });
 }
 
 process.on('message', (message: ToCacheWorker) => {

@@ -54,6 +54,11 @@ export const epochMs = (): number => performance.timeOrigin + performance.now();
  */
 export const REPORT_AFTER_MS = 100;
 
+/** What a stampede section says of REPORT_AFTER_MS. */
+export const REPORTS_AFTER =
+  `a worker reports its round ${REPORT_AFTER_MS} ms after its own last answer, so that the ` +
+  `report does not take a core from a worker still answering`;
+
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**

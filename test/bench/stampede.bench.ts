@@ -13,7 +13,7 @@ import {
   monitorCommands,
   type MonitoredCommands,
   median,
-  REPORT_AFTER_MS,
+  REPORTS_AFTER,
   sleep,
   summarize,
   table,
@@ -220,9 +220,7 @@ export const stampedeSection: BenchSection = {
           `cache GET/SET; "busiest" is from the last round. Round trips: commands sent by clients, ` +
           `counted with MONITOR in one extra round per strategy (not timed). ` +
           `Latency is per caller from the go signal. "last served" is ms from the end of the last ` +
-          `build to the last caller's answer; a worker reports its round ${REPORT_AFTER_MS} ms after ` +
-          `its own last answer, so that the report does not take a core from a worker still ` +
-          `answering. The @SingleFlight rows run a Nest application ` +
+          `build to the last caller's answer; ${REPORTS_AFTER}. The @SingleFlight rows run a Nest application ` +
           `context per worker with \`BufferLockModule.forRoot({ redis: url, ttl: 10, ` +
           `lockTimeout: 5 })\` on a method that does the build-then-cache; the lock peers wrap the ` +
           `same code in a cache check, their lock with default retry settings, and a second check. ` +
