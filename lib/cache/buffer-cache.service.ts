@@ -136,21 +136,31 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
 
   /** Stores `value` under `key` as a fresh entry, with no lock. */
   async set(key: string, value: unknown, options?: BufferCacheOptions): Promise<void> {
-    await this[PUT](key, value, options);
+    await this.put(key, value, options, false);
   }
 
   /** @internal `set`, resolving to the value as a hit will return it (`@CachePut`). */
-  async [PUT](key: string, value: unknown, options?: BufferCacheOptions): Promise<unknown> {
+  [PUT](key: string, value: unknown, options?: BufferCacheOptions): Promise<unknown> {
+    return this.put(key, value, options, true);
+  }
+
+  private async put(
+    key: string,
+    value: unknown,
+    options: BufferCacheOptions | undefined,
+    answer: boolean,
+  ): Promise<unknown> {
     key = spaced(key);
     const settings = this.settingsOf(options);
     const lockKey = this.lockKeyOf(key);
     const stamps = await this.entries.stamps(settings.tags);
     const text = this.entries.encode(key, value, settings, 0, stamps);
-    const entry = this.entries.decode(text);
-    const kept = settings.l1 ? entry : undefined;
+    const keep = settings.l1 && this.entries.keepsCopies;
+    // Decoded only for what needs the value as a hit returns it: l1's copy, @CachePut's answer.
+    const entry = keep || answer ? this.entries.decode(text) : undefined;
     // Tags whose versions could not be read: nothing is written that could not be invalidated.
-    if (stamps) await this.entries.write(key, lockKey, text, settings, kept);
-    return entry.value;
+    if (stamps) await this.entries.write(key, lockKey, text, settings, keep ? entry : undefined);
+    return entry?.value;
   }
 
   /**

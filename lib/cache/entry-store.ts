@@ -89,6 +89,11 @@ export class EntryStore {
     this.tags = new TagVersions({ bus, client, prefix, now, trustMs });
   }
 
+  /** Whether a write may keep a copy in this process (the module has `l1`). */
+  get keepsCopies(): boolean {
+    return this.tier !== undefined;
+  }
+
   /** This process's copy of `key` while it may be served (`l1`), else `undefined`. */
   local(key: string): CacheEntry | undefined {
     const entry = this.tier?.get(key, this.parts.now());

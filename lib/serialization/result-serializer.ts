@@ -29,49 +29,69 @@ export class UnserializableValueError extends Error {
   }
 }
 
+const COLLECTIONS = [Map, Set, WeakMap, WeakSet] as const;
+
 function objectProblem(value: object): string | undefined {
-  if (value instanceof StreamableFile) return 'a StreamableFile';
-  if (value instanceof Stream) return 'a stream';
+  const proto: unknown = Object.getPrototypeOf(value);
+  // A plain object or array is none of these classes; only its own members can make it look like
+  // one of the kinds below.
+  if (proto !== Object.prototype && proto !== Array.prototype && proto !== null) {
+    if (value instanceof StreamableFile) return 'a StreamableFile';
+    if (value instanceof Stream) return 'a stream';
+  }
   // An Observable has pipe() too, so it is told apart first.
   if (typeof (value as { subscribe?: unknown }).subscribe === 'function') return 'an Observable';
   if (typeof (value as { pipe?: unknown }).pipe === 'function') return 'a stream';
   if (typeof (value as { then?: unknown }).then === 'function') return 'a promise';
+  if (proto === Object.prototype || proto === Array.prototype || proto === null) return undefined;
   if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return 'a Buffer or typed array';
-  const collection = [Map, Set, WeakMap, WeakSet].find((type) => value instanceof type);
+  const collection = COLLECTIONS.find((type) => value instanceof type);
   return collection && `a ${collection.name}`;
 }
 
 /**
  * The first part of `value` JSON would drop, change or choke on. Objects with a `toJSON()`
- * (such as Date) are trusted.
+ * (such as Date) are trusted; a hole in an array is stored as `null`, as `undefined` is.
  */
 export function findUnserializable(value: unknown): Unserializable | undefined {
   const ancestors: object[] = [];
-  const visit = (node: unknown, path: string): Unserializable | undefined => {
+  // The way down to the node being visited: spelled out as a path only for a problem.
+  const steps: (string | number)[] = [];
+  const at = (what: string): Unserializable => ({
+    what,
+    path: `$${steps.map((step) => (typeof step === 'number' ? `[${step}]` : `.${step}`)).join('')}`,
+  });
+  const visit = (node: unknown): Unserializable | undefined => {
     const type = typeof node;
-    if (type === 'function' || type === 'symbol') return { what: `a ${type}`, path };
-    if (type === 'bigint') return { what: 'a BigInt', path };
-    if (type === 'number' && !Number.isFinite(node)) return { what: `the number ${node}`, path };
-    if (typeof node !== 'object' || node === null) return undefined;
-    if (ancestors.includes(node)) return { what: 'a circular reference', path };
-    const problem = objectProblem(node);
-    if (problem) return { what: problem, path };
-    if (typeof (node as { toJSON?: unknown }).toJSON === 'function') return undefined;
-    ancestors.push(node);
-    try {
-      const entries: [string, unknown][] = Array.isArray(node)
-        ? node.map((item, i) => [`[${i}]`, item])
-        : Object.entries(node).map(([k, v]) => [`.${k}`, v]);
-      for (const [step, child] of entries) {
-        const found = visit(child, path + step);
+    if (type === 'function' || type === 'symbol') return at(`a ${type}`);
+    if (type === 'bigint') return at('a BigInt');
+    if (type === 'number' && !Number.isFinite(node)) return at(`the number ${node as number}`);
+    if (type !== 'object' || node === null) return undefined;
+    const object = node as Record<string, unknown>;
+    if (ancestors.includes(object)) return at('a circular reference');
+    const problem = objectProblem(object);
+    if (problem) return at(problem);
+    if (typeof object.toJSON === 'function') return undefined;
+    ancestors.push(object);
+    if (Array.isArray(object)) {
+      for (let i = 0; i < object.length; i++) {
+        steps.push(i);
+        const found = visit(object[i]);
         if (found) return found;
+        steps.pop();
       }
-      return undefined;
-    } finally {
-      ancestors.pop();
+    } else {
+      for (const key of Object.keys(object)) {
+        steps.push(key);
+        const found = visit(object[key]);
+        if (found) return found;
+        steps.pop();
+      }
     }
+    ancestors.pop();
+    return undefined;
   };
-  return visit(value, '$');
+  return visit(value);
 }
 
 /** JSON, checked first so that nothing is silently lost; `undefined` is stored as `''`. */

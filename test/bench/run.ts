@@ -26,6 +26,7 @@ import { outageSection } from './outage.bench.js';
 import { overheadSection } from './overhead.bench.js';
 import { soakSection } from './soak.bench.js';
 import { stampedeSection } from './stampede.bench.js';
+import { valuesSection } from './values.bench.js';
 
 const SECTIONS: readonly BenchSection[] = [
   lockSection,
@@ -38,6 +39,7 @@ const SECTIONS: readonly BenchSection[] = [
   earlyRefreshSection,
   l1Section,
   soakSection,
+  valuesSection,
 ];
 
 // Compiled to .build/test/bench/run.js; RESULTS.md lives next to the sources.

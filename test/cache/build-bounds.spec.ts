@@ -6,6 +6,7 @@ import {
   LockError,
   RedisLockService,
   type BufferCacheOptions,
+  type ResultSerializer,
 } from '../../lib/index.js';
 import { MemoryLogger, deferred, until } from '../support/nest-helpers.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -244,5 +245,37 @@ describe('a miss returns what a hit will: the value as the serializer gives it b
     expect(first.at).toBeInstanceOf(Date);
     expect(first.at).not.toBe(at);
     expect(second).toStrictEqual(first);
+  });
+});
+
+/** A JSON serializer that counts its decodes. */
+const counting = (): { serializer: ResultSerializer; parsed: () => number } => {
+  let parsed = 0;
+  const serializer: ResultSerializer = {
+    serialize: (value) => JSON.stringify(value),
+    deserialize: (text) => {
+      parsed++;
+      return JSON.parse(text) as unknown;
+    },
+  };
+  return { serializer, parsed: () => parsed };
+};
+
+describe('set() parses back only what is read', () => {
+  it('stores the entry without decoding it; the next read decodes it once', async () => {
+    const { serializer, parsed } = counting();
+    const { cache } = worker({ serializer });
+    const k = key();
+    await cache.set(k, { rows: [1, 2, 3] }, { ttl: 60 });
+    expect(parsed()).toBe(0);
+    expect(await cache.get(k)).toStrictEqual({ rows: [1, 2, 3] });
+    expect(parsed()).toBe(1);
+  });
+
+  it('with l1 it decodes once, for the copy l1 keeps', async () => {
+    const { serializer, parsed } = counting();
+    const { cache } = worker({ serializer, l1: { maxAge: 5 } });
+    await cache.set(key(), { rows: [1] }, { ttl: 60 });
+    expect(parsed()).toBe(1);
   });
 });

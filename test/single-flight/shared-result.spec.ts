@@ -113,6 +113,15 @@ describe('shared result: unserializable values get the catalog error, before Red
     ['a Map', { m: new Map() }, 'a Map', '$.m'],
     ['a Buffer', { b: Buffer.from('x') }, 'a Buffer or typed array', '$.b'],
     ['NaN', [Number.NaN], 'the number NaN', '$[0]'],
+    ['a Set deep in arrays', [[1, [new Set()]]], 'a Set', '$[0][1][0]'],
+    // oxlint-disable-next-line unicorn/no-thenable -- a thenable is the case
+    ['a thenable plain object', { job: { then() {} } }, 'a promise', '$.job'],
+    [
+      'a function in an object with no prototype',
+      { row: Object.assign(Object.create(null) as object, { f: () => 1 }) },
+      'a function',
+      '$.row.f',
+    ],
   ];
 
   it.each(cases)('%s', async (_name, value, what, path) => {
@@ -140,6 +149,14 @@ describe('shared result: unserializable values get the catalog error, before Red
     expect(JSON_RESULT_SERIALIZER.serialize({ d: new Date(0) })).toBe(
       '{"d":"1970-01-01T00:00:00.000Z"}',
     );
+  });
+
+  it('a hole in an array is stored as null, as an undefined element is', () => {
+    // oxlint-disable-next-line no-sparse-arrays -- the hole is the case
+    const sparse = [, 1];
+    expect(findUnserializable(sparse)).toBe(undefined);
+    expect(JSON_RESULT_SERIALIZER.serialize(sparse)).toBe('[null,1]');
+    expect(JSON_RESULT_SERIALIZER.serialize([undefined, 1])).toBe('[null,1]');
   });
 });
 
