@@ -112,7 +112,8 @@ async function values(context: BenchContext): Promise<void> {
     client.disconnect();
   }
   report.add(
-    `A list of plain rows (an id, a name, a price, two tags, a Date) at two sizes, written ` +
+    `## 11. Large values\n\n` +
+      `A list of plain rows (an id, a name, a price, two tags, a Date) at two sizes, written ` +
       `${rounds} round(s) of ${SIZES.map((s) => `${quick ? Math.max(2, s.calls / 20) : s.calls} (${s.label})`).join(' and ')} ` +
       `sequential calls per contender, interleaved, after a round of warm-up. ms per call. ` +
       `"vs" is the row's p50 over the first row of its group: JSON.stringify alone for the two ` +
