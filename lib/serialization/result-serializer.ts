@@ -33,9 +33,10 @@ const COLLECTIONS = [Map, Set, WeakMap, WeakSet] as const;
 
 function objectProblem(value: object): string | undefined {
   const proto: unknown = Object.getPrototypeOf(value);
-  // A plain object or array is none of these classes; only its own members can make it look like
-  // one of the kinds below.
-  if (proto !== Object.prototype && proto !== Array.prototype && proto !== null) {
+  // A plain object or array is an instance of none of the classes here: only its own members can
+  // make it look like an Observable, a stream or a promise.
+  const plain = proto === Object.prototype || proto === Array.prototype || proto === null;
+  if (!plain) {
     if (value instanceof StreamableFile) return 'a StreamableFile';
     if (value instanceof Stream) return 'a stream';
   }
@@ -43,7 +44,7 @@ function objectProblem(value: object): string | undefined {
   if (typeof (value as { subscribe?: unknown }).subscribe === 'function') return 'an Observable';
   if (typeof (value as { pipe?: unknown }).pipe === 'function') return 'a stream';
   if (typeof (value as { then?: unknown }).then === 'function') return 'a promise';
-  if (proto === Object.prototype || proto === Array.prototype || proto === null) return undefined;
+  if (plain) return undefined;
   if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return 'a Buffer or typed array';
   const collection = COLLECTIONS.find((type) => value instanceof type);
   return collection && `a ${collection.name}`;
