@@ -27,10 +27,10 @@ const buildMs = Number(process.env['BENCH_BUILD_MS'] ?? 200);
 const url = `redis://127.0.0.1:${port}`;
 
 /**
- * With BENCH_WAKE_TRACE=<file>, each cold round (but the one under MONITOR) appends one line to the file: this process's
- * events after the callers began (commands sent and answered, shard messages heard, the build's
- * end, the first and the last caller served), for wake-trace.ts. Off by default: it wraps every
- * ioredis command of the process.
+ * With BENCH_WAKE_TRACE=<file>, each cold round (but the one under MONITOR) appends one line to
+ * the file: this process's events in the round (commands sent and answered, shard messages heard,
+ * the build's end, the first and the last caller served), for wake-trace.ts. Off by default: it
+ * wraps every ioredis command of the process.
  */
 const traceFile = process.env['BENCH_WAKE_TRACE'];
 const events: [number, string][] = [];

@@ -6,8 +6,15 @@ import { createCache } from 'cache-manager';
 import { Keyv } from 'keyv';
 import { BufferCache, RedisLockService } from '../../lib/index.js';
 import { JSON_RESULT_SERIALIZER } from '../../lib/serialization/result-serializer.js';
-import { fmt, fmtRatio, selected, summarize, table, type BenchContext } from './harness.js';
-import type { BenchSection } from './harness.js';
+import {
+  fmt,
+  fmtRatio,
+  selected,
+  summarize,
+  table,
+  type BenchContext,
+  type BenchSection,
+} from './harness.js';
 
 /** A list an API might return: `items` rows of a few fields, one of them a Date. */
 const listOf = (items: number): unknown =>
@@ -46,6 +53,7 @@ const silent = { log(): void {}, warn(): void {}, error(): void {} };
 async function values(context: BenchContext): Promise<void> {
   const { quick, redis, report } = context;
   const rounds = quick ? 1 : 5;
+  const callsOf = (size: Size): number => (quick ? Math.max(2, size.calls / 20) : size.calls);
   const client = redis.client();
   const keyvStore = new KeyvRedis(`redis://127.0.0.1:${redis.port}`);
   const lock = new RedisLockService({ redis: client, namespace: 'bench:values:' });
@@ -82,7 +90,7 @@ async function values(context: BenchContext): Promise<void> {
     for (const size of SIZES) {
       const value = listOf(size.items);
       const bytes = Buffer.byteLength(JSON.stringify(value));
-      const calls = quick ? Math.max(2, size.calls / 20) : size.calls;
+      const calls = callsOf(size);
       const ms = new Map<string, number[]>(contenders.map((c) => [c.name, []]));
       // Rounds interleave the contenders; the first round of each warms it up and is not kept.
       for (let round = 0; round <= rounds; round++) {
@@ -114,7 +122,7 @@ async function values(context: BenchContext): Promise<void> {
   report.add(
     `## 11. Large values\n\n` +
       `A list of plain rows (an id, a name, a price, two tags, a Date) at two sizes, written ` +
-      `${rounds} round(s) of ${SIZES.map((s) => `${quick ? Math.max(2, s.calls / 20) : s.calls} (${s.label})`).join(' and ')} ` +
+      `${rounds} round(s) of ${SIZES.map((s) => `${callsOf(s)} (${s.label})`).join(' and ')} ` +
       `sequential calls per contender, interleaved, after a round of warm-up. ms per call. ` +
       `"vs" is the row's p50 over the first row of its group: JSON.stringify alone for the two ` +
       `encodings, the hand-written SET for the three writes to this Redis.\n\n` +

@@ -27,28 +27,31 @@ const PHASES = [
   'build end → last caller (any process)',
 ] as const;
 
-const at = (p: ProcessRound, name: string, after = -Infinity): number =>
-  p.events.find(([t, event]) => t >= after && event === name)?.[0] ?? Number.NaN;
+/** When `p` first had an event that `matches`, from `after` on. */
+const first = (p: ProcessRound, matches: (event: string) => boolean, after = -Infinity): number =>
+  p.events.find(([t, event]) => t >= after && matches(event))?.[0] ?? Number.NaN;
 
-const startsWith = (p: ProcessRound, prefix: string, after: number): number =>
-  p.events.find(([t, event]) => t >= after && event.startsWith(prefix))?.[0] ?? Number.NaN;
+const named =
+  (name: string) =>
+  (event: string): boolean =>
+    event === name;
 
 function phasesOf(processes: readonly ProcessRound[]): Phases | undefined {
   const builders = processes.filter((p) => p.events.some(([, event]) => event === 'build end'));
   if (builders.length !== 1) return undefined;
   const builder = builders[0]!;
-  const end = at(builder, 'build end');
-  const sent = startsWith(builder, 'sent ', end);
-  const answered = startsWith(builder, 'answered ', sent);
+  const end = first(builder, named('build end'));
+  const sent = first(builder, (event) => event.startsWith('sent '), end);
+  const answered = first(builder, (event) => event.startsWith('answered '), sent);
   const waiters = processes.filter((p) => p !== builder);
-  const heard = waiters.map((p) => at(p, 'heard', end));
-  const lastServed = Math.max(...processes.map((p) => at(p, 'last served')));
+  const heard = waiters.map((p) => first(p, named('heard'), end));
+  const lastServed = Math.max(...processes.map((p) => first(p, named('last served'))));
   return {
     [PHASES[0]]: sent - end,
     [PHASES[1]]: answered - sent,
     [PHASES[2]]: Math.min(...heard) - sent,
     [PHASES[3]]: Math.max(...heard) - sent,
-    [PHASES[4]]: Math.max(...waiters.map((p, i) => at(p, 'last served') - heard[i]!)),
+    [PHASES[4]]: Math.max(...waiters.map((p, i) => first(p, named('last served')) - heard[i]!)),
     [PHASES[5]]: lastServed - end,
   };
 }
