@@ -22,11 +22,16 @@ const envNumber = (name: string): number | undefined => {
 
 /**
  * `fc.assert` parameters for `file`: `numRuns` (or `FUZZ_RUNS`), and `FUZZ_SEED` / `FUZZ_PATH`
- * from the environment to replay a failure. A failure's message ends with the command that
+ * from the environment to replay a failure; `defaultSeed` fixes the runs of a property whose
+ * coverage is checked afterwards. A failure's message ends with the command that
  * replays it.
  */
-export function fuzzParameters<T>(file: string, numRuns: number): fc.Parameters<T> {
-  const seed = envNumber('FUZZ_SEED');
+export function fuzzParameters<T>(
+  file: string,
+  numRuns: number,
+  defaultSeed?: number,
+): fc.Parameters<T> {
+  const seed = envNumber('FUZZ_SEED') ?? defaultSeed;
   const path = process.env.FUZZ_PATH || undefined;
   return {
     numRuns: envNumber('FUZZ_RUNS') ?? numRuns,
