@@ -162,6 +162,24 @@ describe(`BufferCache.getOrSet across ${WORKERS} worker processes × ${CALLERS} 
     expect(results.every((r) => r.value.padBytes === 70 * 1024)).toBe(true);
   }, 60_000);
 
+  it('a cold key whose wake-up the waiting workers lose: each reads the entry once, and the fleet still builds once', async () => {
+    // Redis drops a subscriber connection whose pending output passes the pubsub limit instead of
+    // delivering to it: a 32 KiB entry riding the wake-up passes 1 KiB, so no waiter hears it.
+    await admin.config('SET', 'client-output-buffer-limit', 'pubsub 1024 1024 0');
+    try {
+      const { reads, carried, results } = await readsAfterWakeUp('lost', 32 * 1024);
+      const runs = runsOf(await settle(), 'lost');
+      // The wake-up carried the entry, yet each waiting worker read it: none heard the message.
+      expect(carried).toBe(true);
+      expect(reads).toBe(WORKERS - 1);
+      expect(runs).toHaveLength(1);
+      expect(results).toHaveLength(WORKERS * CALLERS);
+      expect(new Set(results.map((r) => r.value.startedAt))).toEqual(new Set([runs[0]!.startedAt]));
+    } finally {
+      await admin.config('SET', 'client-output-buffer-limit', 'pubsub 33554432 8388608 60');
+    }
+  }, 60_000);
+
   it('a stale key: exactly one refresh in the fleet, every caller answered with the stale value before it finished', async () => {
     // Built once with a short ttl and a long grace, then left to go stale.
     const [first] = await stampede('stale', 0.3, 60);
