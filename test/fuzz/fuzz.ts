@@ -23,8 +23,7 @@ const envNumber = (name: string): number | undefined => {
 /**
  * `fc.assert` parameters for `file`: `numRuns` (or `FUZZ_RUNS`), and `FUZZ_SEED` / `FUZZ_PATH`
  * from the environment to replay a failure; `defaultSeed` fixes the runs of a property whose
- * coverage is checked afterwards. A failure's message ends with the command that
- * replays it.
+ * coverage is checked afterwards. A failure's message ends with the command that replays it.
  */
 export function fuzzParameters<T>(
   file: string,

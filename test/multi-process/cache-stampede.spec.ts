@@ -165,6 +165,7 @@ describe(`BufferCache.getOrSet across ${WORKERS} worker processes × ${CALLERS} 
   it('a cold key whose wake-up the waiting workers lose: each reads the entry once, and the fleet still builds once', async () => {
     // Redis drops a subscriber connection whose pending output passes the pubsub limit instead of
     // delivering to it: a 32 KiB entry riding the wake-up passes 1 KiB, so no waiter hears it.
+    const [, limits] = (await admin.config('GET', 'client-output-buffer-limit')) as string[];
     await admin.config('SET', 'client-output-buffer-limit', 'pubsub 1024 1024 0');
     try {
       const { reads, carried, results } = await readsAfterWakeUp('lost', 32 * 1024);
@@ -176,7 +177,7 @@ describe(`BufferCache.getOrSet across ${WORKERS} worker processes × ${CALLERS} 
       expect(results).toHaveLength(WORKERS * CALLERS);
       expect(new Set(results.map((r) => r.value.startedAt))).toEqual(new Set([runs[0]!.startedAt]));
     } finally {
-      await admin.config('SET', 'client-output-buffer-limit', 'pubsub 33554432 8388608 60');
+      await admin.config('SET', 'client-output-buffer-limit', limits!);
     }
   }, 60_000);
 
