@@ -9,11 +9,11 @@ import {
   type ReleaseSubscriber,
 } from './release-subscriber.js';
 
-/** Backstop when the PTTL cannot be read (Redis trouble, or a key without expiry). */
+/** Backstop when there is no client, or the key has no expiry. */
 const FALLBACK_POLL_MS = 1000;
 /** Added to the PTTL backstop, so the waiter wakes just after Redis expired the key. */
 const EXPIRY_MARGIN_MS = 5;
-/** How often a waiter tries again while the subscriber is unusable. */
+/** How often a waiter tries again while the subscriber is unusable or Redis cannot be asked. */
 const POLL_MS = 50;
 
 /** Jittered by a fifth either way, so that waiters do not poll in lockstep. */
@@ -91,9 +91,10 @@ export class ReleaseWait {
         ? await Promise.race([this.pttl(client, redisKey), woken.then(() => undefined)])
         : -1;
       if (woke || remaining === -2) return text;
-      at(
-        remaining !== undefined && remaining >= 0 ? remaining + EXPIRY_MARGIN_MS : FALLBACK_POLL_MS,
-      );
+      // Redis could not be asked (`undefined`): its trouble may end at any moment (a restart, a
+      // reconnect) with no release to wake this waiter, so it looks again soon.
+      if (remaining === undefined) at(poll());
+      else at(remaining >= 0 ? remaining + EXPIRY_MARGIN_MS : FALLBACK_POLL_MS);
       await woken;
       return text;
     } finally {
@@ -121,12 +122,12 @@ export class ReleaseWait {
     }
   }
 
-  /** The PTTL, or -1 (the fallback poll) when Redis could not be asked. */
-  private async pttl(client: RedisScriptClient, redisKey: string): Promise<number> {
+  /** The PTTL, or `undefined` when Redis could not be asked. */
+  private async pttl(client: RedisScriptClient, redisKey: string): Promise<number | undefined> {
     try {
       return await lockPttl(client, redisKey);
     } catch {
-      return -1;
+      return undefined;
     }
   }
 }
