@@ -140,7 +140,17 @@ describe('a waiting worker answers from the wake-up', () => {
       },
     });
     const [a, b] = [worker('wake:keyv:', counted), worker('wake:keyv:', counted)];
-    const first = a.cache.getOrSet('report', slowBuild({ n: 7 }), { ttl: 60 });
+    const admin = server.client();
+    const channel = a.lock.redisKey('report');
+    // The build ends once B listens for its release: a slow SSUBSCRIBE would make B miss it.
+    const build = async (): Promise<{ n: number }> => {
+      await slowBuild(undefined)();
+      const listening = async (): Promise<boolean> =>
+        Number(((await admin.call('PUBSUB', 'SHARDNUMSUB', channel)) as unknown[])[1]) > 0;
+      while (!(await listening())) await new Promise((r) => setTimeout(r, 5));
+      return { n: 7 };
+    };
+    const first = a.cache.getOrSet('report', build, { ttl: 60 });
     await new Promise((r) => setTimeout(r, BUILD_MS / 3));
     const readsBeforeB = storeReads;
     const second = b.cache.getOrSet('report', slowBuild({ n: 8 }), { ttl: 60 });
@@ -148,6 +158,7 @@ describe('a waiting worker answers from the wake-up', () => {
     // B's own lookup, and nothing after the wake-up.
     expect(storeReads - readsBeforeB).toBe(1);
     expect(await keyv.get('buffer:cache:report')).toMatch(/^\d+:\d+:\d+:\{"n":7\}$/);
+    admin.disconnect();
   });
 
   it('a waiter whose subscriber connection was killed during the build reads the entry instead', async () => {
