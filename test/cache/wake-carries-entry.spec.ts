@@ -10,6 +10,7 @@ import {
 import { addressOf, watched } from '../support/command-stats.js';
 import type { MonitoredCommand } from '../support/monitor.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { shardSubscribers, sleep } from '../single-flight/support.js';
 
 /**
  * When a build ends, the release's wake-up carries the entry (up to 64 KiB): a worker that waited
@@ -145,9 +146,7 @@ describe('a waiting worker answers from the wake-up', () => {
     // The build ends once B listens for its release: a slow SSUBSCRIBE would make B miss it.
     const build = async (): Promise<{ n: number }> => {
       await slowBuild(undefined)();
-      const listening = async (): Promise<boolean> =>
-        Number(((await admin.call('PUBSUB', 'SHARDNUMSUB', channel)) as unknown[])[1]) > 0;
-      while (!(await listening())) await new Promise((r) => setTimeout(r, 5));
+      while ((await shardSubscribers(admin, channel)) === 0) await sleep(5);
       return { n: 7 };
     };
     const first = a.cache.getOrSet('report', build, { ttl: 60 });
