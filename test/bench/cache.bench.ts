@@ -333,15 +333,24 @@ function summarizeRound(
 
 /** Wake-ups of the floor: a few, since each is one message. */
 const WAKE_ROUNDS = 15;
+/** The floor once more with the workers idle this long only: what waking idle processes costs. */
+const SHORT_IDLE_MS = 5;
 
-/** One wake-up of the floor: ms from worker 0's SPUBLISH until the last other worker heard it. */
-async function wakeUp(workers: readonly Worker[]): Promise<number> {
+/**
+ * One wake-up of the floor: ms from worker 0's SPUBLISH, sent `idleMs` after the last wake-up's
+ * messages, until the last other worker heard it; then a pause of `pauseMs`.
+ */
+async function wakeUp(
+  workers: readonly Worker[],
+  idleMs: number,
+  pauseMs: number,
+): Promise<number> {
   const [publisher, ...listeners] = workers;
   const heard = listeners.map((w) => w.next('heard'));
-  publisher!.process.send({ type: 'wake' });
+  publisher!.process.send({ type: 'wake', idleMs });
   const { sentAt } = await publisher!.next('woke');
   const times = await Promise.all(heard);
-  await sleep(100);
+  await sleep(pauseMs);
   return Math.max(...times.map((t) => t.at)) - sentAt;
 }
 
@@ -405,6 +414,7 @@ async function stampedes(context: BenchContext): Promise<void> {
     let notHeld = 0;
     const trips = new Map<string, WaitingTrips>();
     const floor: number[] = [];
+    const shortIdleFloor: number[] = [];
     for (const mode of modes) {
       await interleave(
         strategiesOf(mode),
@@ -455,7 +465,13 @@ async function stampedes(context: BenchContext): Promise<void> {
       }
       for (let i = 0; i < (quick ? 3 : WAKE_ROUNDS); i++) {
         report.progress(`cache stampede: the wake-up floor, ${i + 1}`);
-        floor.push(await wakeUp(workers));
+        floor.push(await wakeUp(workers, buildMs, 100));
+      }
+      for (let i = 0; i < (quick ? 3 : WAKE_ROUNDS); i++) {
+        report.progress(
+          `cache stampede: the wake-up floor after ${SHORT_IDLE_MS} ms idle, ${i + 1}`,
+        );
+        shortIdleFloor.push(await wakeUp(workers, SHORT_IDLE_MS, 0));
       }
     }
     const m = (rs: readonly Round[], pick: (r: Round) => number): number => median(rs.map(pick));
@@ -593,7 +609,9 @@ async function stampedes(context: BenchContext): Promise<void> {
         `last answer; ${REPORTS_AFTER}. The wake-up floor, under the table: what no library goes below on this ` +
         `machine, one \`SPUBLISH\` sent by a worker as its ${buildMs} ms timer ends, until it ` +
         `reached the last of the other ${WORKERS - 1} (each on a plain ioredis subscriber), ` +
-        `${quick ? 3 : WAKE_ROUNDS} times.\n\n` +
+        `${quick ? 3 : WAKE_ROUNDS} times; then as many back to back, each ${SHORT_IDLE_MS} ms ` +
+        `after the one before: the gap between the two is what waking processes that sat idle ` +
+        `through a build costs on this machine, before any library runs.\n\n` +
         table(
           [
             'strategy',
@@ -702,7 +720,8 @@ async function stampedes(context: BenchContext): Promise<void> {
     const coldLast = m(cold, (r) => r.lastAfterBuild);
     target(
       'cold stampede: last caller ≤ 3 ms after the build ends',
-      `${fmt(coldLast, 1)} ms (wake-up floor: p50 ${fmt(median(floor), 1)} ms, max ${fmt(Math.max(...floor), 1)})`,
+      `${fmt(coldLast, 1)} ms (wake-up floor: p50 ${fmt(median(floor), 1)} ms, max ${fmt(Math.max(...floor), 1)}; ` +
+        `after ${SHORT_IDLE_MS} ms idle: p50 ${fmt(median(shortIdleFloor), 1)} ms)`,
       coldLast <= 3,
     );
     const ourTrips = trips.get(name)!;

@@ -23,8 +23,8 @@ export type ToCacheWorker =
     }
   /** Reads the primed key (`get()`) until a read sends nothing: the worker's `l1` holds a copy. */
   | { readonly type: 'hold'; readonly strategy: string; readonly key: string }
-  /** The wake-up floor: sleep as long as a build, then SPUBLISH on `WAKE_CHANNEL`. */
-  | { readonly type: 'wake' }
+  /** The wake-up floor: sleep `idleMs`, then SPUBLISH on `WAKE_CHANNEL`. */
+  | { readonly type: 'wake'; readonly idleMs: number }
   | { readonly type: 'exit' };
 
 /** Worker → parent. */

@@ -119,7 +119,7 @@ function countedKeyv(namespace: string): Keyv {
 }
 
 /** Set once the wake-up floor's connections are up. */
-let wake = async (): Promise<void> => {};
+let wake = async (_idleMs: number): Promise<void> => {};
 
 /**
  * The wake-up floor: what one SPUBLISH from a worker woken by a timer takes to reach the others,
@@ -139,8 +139,8 @@ async function listenForWakes(): Promise<void> {
     else send({ type: 'heard', at: epochMs() });
   });
   await Promise.all([publisher.ping(), listener.ssubscribe(WAKE_CHANNEL)]);
-  wake = async () => {
-    await sleep(buildMs);
+  wake = async (idleMs) => {
+    await sleep(idleMs);
     own++;
     const sentAt = epochMs();
     await publisher.spublish(WAKE_CHANNEL, 'x');
@@ -361,7 +361,7 @@ async function handle(message: ToCacheWorker): Promise<void> {
     await Promise.allSettled(closers.map((close) => close()));
     process.exit(0);
   }
-  if (message.type === 'wake') return wake();
+  if (message.type === 'wake') return wake(message.idleMs);
   const strategy = strategies.get(message.strategy);
   if (!strategy) throw new Error(`strategy ${message.strategy} is not available`);
   if (message.type === 'hold') return send({ type: 'held', ok: await holdCopy(message.key) });
