@@ -157,7 +157,6 @@ describe('a waiting worker answers from the wake-up', () => {
     // B's own lookup, and nothing after the wake-up.
     expect(storeReads - readsBeforeB).toBe(1);
     expect(await keyv.get('buffer:cache:report')).toMatch(/^\d+:\d+:\d+:\{"n":7\}$/);
-    admin.disconnect();
   });
 
   it('a waiter whose subscriber connection was killed during the build reads the entry instead', async () => {
