@@ -8,9 +8,9 @@ import {
   type ResultSerializer,
 } from '../../lib/index.js';
 import { addressOf, watched } from '../support/command-stats.js';
-import type { MonitoredCommand } from '../support/monitor.js';
+import { monitor, type MonitoredCommand } from '../support/monitor.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { shardSubscribers, sleep } from '../single-flight/support.js';
+import { sleep } from '../single-flight/support.js';
 
 /**
  * When a build ends, the release's wake-up carries the entry (up to 64 KiB): a worker that waited
@@ -22,8 +22,10 @@ const silent = { log() {}, warn() {}, error() {} };
 const BUILD_MS = 150;
 
 let server: RedisServer;
+let admin: Redis;
 beforeAll(async () => {
   server = await startRedis();
+  admin = server.client();
 });
 afterAll(() => server.stop());
 
@@ -61,7 +63,38 @@ function sentAfterRelease(seen: readonly MonitoredCommand[], client: Redis): str
 const slowBuild =
   <T>(value: T) =>
   async (): Promise<T> => {
-    await new Promise((r) => setTimeout(r, BUILD_MS));
+    await sleep(BUILD_MS);
+    return value;
+  };
+
+/** Resolves once the lock on `key` is held, so the worker started next finds the build running. */
+async function untilHeld(key: string): Promise<void> {
+  while ((await admin.exists(key)) === 0) await sleep(2);
+}
+
+/**
+ * Watches for a caller that waits on `key`'s release: it subscribed, then found the lock still
+ * held. A release between those two steps is a race the waiter settles by reading the entry, so
+ * the tests of a waiter that hears the release end their build only once it `waits`.
+ */
+async function waiterOn(key: string): Promise<{ waits: Promise<void> }> {
+  let subscribed = false;
+  let found!: () => void;
+  const waits = new Promise<void>((resolve) => (found = resolve));
+  const stop = await monitor(admin, ({ args: [name, ...rest] }) => {
+    const command = name?.toLowerCase();
+    if (command === 'ssubscribe' && rest.includes(key)) subscribed = true;
+    else if (subscribed && command === 'pttl' && rest[0] === key) found();
+  });
+  return { waits: waits.finally(stop) };
+}
+
+/** A build of BUILD_MS that ends no sooner than `waiter` waits for its release. */
+const heardBuild =
+  <T>(value: T, waiter: { waits: Promise<void> }) =>
+  async (): Promise<T> => {
+    await sleep(BUILD_MS);
+    await waiter.waits;
     return value;
   };
 
@@ -69,16 +102,18 @@ describe('a waiting worker answers from the wake-up', () => {
   it('the entry rides the release: the waiter gets the value and reads nothing after it', async () => {
     const [a, b] = [worker('wake:entry:'), worker('wake:entry:')];
     await Promise.all([a.cache.get('warm'), b.cache.get('warm')]);
-    const wake = await wakeUps(a.lock.redisKey('report'));
+    const key = a.lock.redisKey('report');
+    const wake = await wakeUps(key);
+    const waiter = await waiterOn(key);
     let builds = 0;
     const factory = (): Promise<{ rows: number[] }> => {
       builds++;
-      return slowBuild({ rows: [1, 2, 3] })();
+      return heardBuild({ rows: [1, 2, 3] }, waiter)();
     };
     let answers: unknown[] = [];
     const seen = await watched(server, async () => {
       const first = a.cache.getOrSet('report', factory, { ttl: 60 });
-      await new Promise((r) => setTimeout(r, BUILD_MS / 3));
+      await untilHeld(key);
       answers = await Promise.all([first, b.cache.getOrSet('report', factory, { ttl: 60 })]);
     });
     wake.stop();
@@ -92,8 +127,10 @@ describe('a waiting worker answers from the wake-up', () => {
   it('a miss whose lookup finds the build running takes no lock: it waits for the release at once', async () => {
     const [a, b] = [worker('wake:held:'), worker('wake:held:')];
     await Promise.all([a.cache.get('warm'), b.cache.get('warm')]);
-    const first = a.cache.getOrSet('report', slowBuild('built by a'), { ttl: 60 });
-    await new Promise((r) => setTimeout(r, BUILD_MS / 3));
+    const key = a.lock.redisKey('report');
+    const waiter = await waiterOn(key);
+    const first = a.cache.getOrSet('report', heardBuild('built by a', waiter), { ttl: 60 });
+    await untilHeld(key);
     let answer: unknown;
     const seen = await watched(server, async () => {
       answer = await b.cache.getOrSet('report', slowBuild('built by b'), { ttl: 60 });
@@ -110,12 +147,14 @@ describe('a waiting worker answers from the wake-up', () => {
   it('an entry over 64 KiB is not carried: the wake-up says "read it" and the waiter reads once', async () => {
     const [a, b] = [worker('wake:big:'), worker('wake:big:')];
     await Promise.all([a.cache.get('warm'), b.cache.get('warm')]);
-    const wake = await wakeUps(a.lock.redisKey('big'));
+    const key = a.lock.redisKey('big');
+    const wake = await wakeUps(key);
+    const waiter = await waiterOn(key);
     const big = 'x'.repeat(70 * 1024);
     let answers: unknown[] = [];
     const seen = await watched(server, async () => {
-      const first = a.cache.getOrSet('big', slowBuild(big), { ttl: 60 });
-      await new Promise((r) => setTimeout(r, BUILD_MS / 3));
+      const first = a.cache.getOrSet('big', heardBuild(big, waiter), { ttl: 60 });
+      await untilHeld(key);
       answers = await Promise.all([
         first,
         b.cache.getOrSet('big', slowBuild('other'), { ttl: 60 }),
@@ -141,16 +180,10 @@ describe('a waiting worker answers from the wake-up', () => {
       },
     });
     const [a, b] = [worker('wake:keyv:', counted), worker('wake:keyv:', counted)];
-    const admin = server.client();
-    const channel = a.lock.redisKey('report');
-    // The build ends once B listens for its release: a slow SSUBSCRIBE would make B miss it.
-    const build = async (): Promise<{ n: number }> => {
-      await slowBuild(undefined)();
-      while ((await shardSubscribers(admin, channel)) === 0) await sleep(5);
-      return { n: 7 };
-    };
-    const first = a.cache.getOrSet('report', build, { ttl: 60 });
-    await new Promise((r) => setTimeout(r, BUILD_MS / 3));
+    const key = a.lock.redisKey('report');
+    const waiter = await waiterOn(key);
+    const first = a.cache.getOrSet('report', heardBuild({ n: 7 }, waiter), { ttl: 60 });
+    await untilHeld(key);
     const readsBeforeB = storeReads;
     const second = b.cache.getOrSet('report', slowBuild({ n: 8 }), { ttl: 60 });
     expect(await Promise.all([first, second])).toEqual([{ n: 7 }, { n: 7 }]);
@@ -167,10 +200,12 @@ describe('a waiting worker answers from the wake-up', () => {
       builds++;
       return slowBuild('built once')();
     };
+    const key = a.lock.redisKey('report');
+    const waiter = await waiterOn(key);
     const first = a.cache.getOrSet('report', factory, { ttl: 60 });
-    await new Promise((r) => setTimeout(r, BUILD_MS / 4));
+    await untilHeld(key);
     const second = b.cache.getOrSet('report', factory, { ttl: 60 });
-    await new Promise((r) => setTimeout(r, BUILD_MS / 4));
+    await waiter.waits;
     const killed = Number(await server.client().call('CLIENT', 'KILL', 'TYPE', 'pubsub'));
     expect(killed).toBeGreaterThan(0);
     expect(await Promise.all([first, second])).toEqual(['built once', 'built once']);
@@ -182,16 +217,18 @@ describe('a waiting worker answers from the wake-up with share: true', () => {
   it('the shared result rides the release: the waiter gets it and reads nothing after it', async () => {
     const [a, b] = [worker('wake:share:'), worker('wake:share:')];
     await Promise.all([a.client.ping(), b.client.ping()]);
-    const wake = await wakeUps(a.lock.redisKey('nightly'));
+    const key = a.lock.redisKey('nightly');
+    const wake = await wakeUps(key);
+    const waiter = await waiterOn(key);
     let runs = 0;
     const work = (): Promise<{ total: number }> => {
       runs++;
-      return slowBuild({ total: 42 })();
+      return heardBuild({ total: 42 }, waiter)();
     };
     let answers: unknown[] = [];
     const seen = await watched(server, async () => {
       const first = a.engine.run('nightly', work, { share: true });
-      await new Promise((r) => setTimeout(r, BUILD_MS / 3));
+      await untilHeld(key);
       answers = await Promise.all([first, b.engine.run('nightly', work, { share: true })]);
     });
     wake.stop();
@@ -207,8 +244,10 @@ describe('a waiting worker answers from the wake-up with share: true', () => {
     const [a, b] = [worker('wake:mixed:'), worker('wake:mixed:', undefined, anyText)];
     // A's cache build holds the key's lock; B's shared run waits on it, hears the entry's
     // wake-up, which is no shared result, and runs itself once the lock is free.
-    const cached = a.cache.getOrSet('mixed', slowBuild('the entry'), { ttl: 60 });
-    await new Promise((r) => setTimeout(r, BUILD_MS / 3));
+    const key = a.lock.redisKey('mixed');
+    const waiter = await waiterOn(key);
+    const cached = a.cache.getOrSet('mixed', heardBuild('the entry', waiter), { ttl: 60 });
+    await untilHeld(key);
     const shared = b.engine.run('mixed', slowBuild('the result'), { share: true });
     expect(await Promise.all([cached, shared])).toEqual(['the entry', 'the result']);
   });
