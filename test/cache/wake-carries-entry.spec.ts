@@ -9,6 +9,7 @@ import {
 } from '../../lib/index.js';
 import { addressOf, watched } from '../support/command-stats.js';
 import { monitor, type MonitoredCommand } from '../support/monitor.js';
+import { deferred, until } from '../support/nest-helpers.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { sleep } from '../single-flight/support.js';
 
@@ -68,9 +69,8 @@ const slowBuild =
   };
 
 /** Resolves once the lock on `key` is held, so the worker started next finds the build running. */
-async function untilHeld(key: string): Promise<void> {
-  while ((await admin.exists(key)) === 0) await sleep(2);
-}
+const untilHeld = (key: string): Promise<void> =>
+  until(async () => (await admin.exists(key)) === 1);
 
 /**
  * Watches for a caller that waits on `key`'s release: it subscribed, then found the lock still
@@ -79,14 +79,13 @@ async function untilHeld(key: string): Promise<void> {
  */
 async function waiterOn(key: string): Promise<{ waits: Promise<void> }> {
   let subscribed = false;
-  let found!: () => void;
-  const waits = new Promise<void>((resolve) => (found = resolve));
+  const found = deferred();
   const stop = await monitor(admin, ({ args: [name, ...rest] }) => {
     const command = name?.toLowerCase();
     if (command === 'ssubscribe' && rest.includes(key)) subscribed = true;
-    else if (subscribed && command === 'pttl' && rest[0] === key) found();
+    else if (subscribed && command === 'pttl' && rest[0] === key) found.resolve();
   });
-  return { waits: waits.finally(stop) };
+  return { waits: found.promise.finally(stop) };
 }
 
 /** A build of BUILD_MS that ends no sooner than `waiter` waits for its release. */
