@@ -1,4 +1,5 @@
-import { bumpTags, getValues } from '../redis/plain-commands.js';
+import { randomBytes } from 'node:crypto';
+import { bumpTags, getValues, stampTags } from '../redis/plain-commands.js';
 import type { RedisScriptClient } from '../types/clients.js';
 import type { InvalidationBus } from './invalidation-bus.js';
 
@@ -15,21 +16,23 @@ export interface TagVersionsParts {
   readonly trustMs: number;
 }
 
-/** A tag's version before any bump: its key is missing. */
-const NONE = '0';
 /** Tags whose versions are remembered at most; the oldest goes first. */
 const MAX_KNOWN = 10_000;
 /**
- * A bumped tag's key lives this long, and a tagged entry no longer: an entry built before the
- * bump is gone before the key is (its missing key would read as the version the entry has).
+ * A tag's key lives this long after its last bump or stamp, and a tagged entry no longer (a
+ * missing key makes every entry that carries the tag a miss: a rebuild, never a stale answer).
  */
 export const TAG_KEEP_MS = 7 * 24 * 3600 * 1000;
+
+/** 16 random bytes: a version no tag has had in the life of the deployment, whatever Redis lost. */
+const newVersion = (): string => randomBytes(16).toString('base64url');
 
 /**
  * The versions of tags. `deleteByTag` gives each tag a new version (one script, whatever the
  * number of entries that carry it); an entry carries the versions its build started with, and is
- * a miss once one has changed. Versions heard on the bus or read are remembered for `trustMs`,
- * while the bus is coherent: a read of a tagged entry then costs no round trip more.
+ * a miss once one has changed or its key is gone. Versions are random, never counted: a lost key
+ * is given a new one, which no entry carries. Versions heard on the bus or read are remembered for
+ * `trustMs`, while the bus is coherent: a read of a tagged entry then costs no round trip more.
  */
 export class TagVersions {
   private readonly known = new Map<string, { version: string; until: number }>();
@@ -55,12 +58,22 @@ export class TagVersions {
     return valid;
   }
 
-  /** Whether every stamp still holds, reading the versions not known. */
+  /** Whether every stamp still holds, reading the versions not known; a missing key has changed. */
   async verify(stamps: readonly TagStamp[]): Promise<boolean> {
     const valid = this.check(stamps);
     if (valid !== undefined) return valid;
-    const now = await this.current(stamps.map(([tag]) => tag));
-    return stamps.every(([, version], i) => now[i]![1] === version);
+    const { bus, client, now } = this.parts;
+    const tags = stamps.map(([tag]) => tag);
+    const mark = bus.mark();
+    const at = now();
+    const read = await getValues(await client(), tags.map(this.keyOf));
+    tags.forEach((tag, i) => {
+      const version = read[i];
+      // A lost key is given a new version by the next stamp: what was known of it is no more.
+      if (version === null) this.known.delete(tag);
+      else if (mark !== undefined && mark === bus.generation) this.remember(tag, version!, at);
+    });
+    return stamps.every(([, version], i) => read[i] === version);
   }
 
   /** The versions to stamp an entry with (read before its value is made). */
@@ -74,8 +87,18 @@ export class TagVersions {
         return tags.map((tag, i) => [tag, known[i]!.version]);
       }
     }
-    const read = await getValues(await client(), tags.map(this.keyOf));
-    const versions = read.map((version) => version ?? NONE);
+    const message = `${bus.origin}\nt`;
+    const keys = tags.map(this.keyOf);
+    const redis = await client();
+    const versions = await stampTags(
+      redis,
+      keys,
+      tags,
+      newVersion(),
+      TAG_KEEP_MS,
+      bus.channel,
+      message,
+    );
     // Kept only if nothing was heard meanwhile: a bump heard may be newer than what was read.
     if (mark !== undefined && mark === bus.generation) {
       tags.forEach((tag, i) => this.remember(tag, versions[i]!, at));
@@ -85,14 +108,13 @@ export class TagVersions {
 
   /** New versions for `tags`, told to every worker: each entry that carries one is a miss. */
   async bump(tags: readonly string[]): Promise<void> {
-    const { bus, client, prefix } = this.parts;
+    const { bus, client } = this.parts;
     const message = `${bus.origin}\nt${JSON.stringify(tags)}\n`;
-    const counter = `${prefix}{nestjs-buffer-lock}:tag-versions`;
-    const keys = tags.map(this.keyOf);
-    const version = await bumpTags(
+    const version = newVersion();
+    await bumpTags(
       await client(),
-      counter,
-      keys,
+      tags.map(this.keyOf),
+      version,
       TAG_KEEP_MS,
       bus.channel,
       message,

@@ -18,22 +18,60 @@ const SPUBLISH = luaScript(
 const MGET = luaScript(`return redis.call('MGET', unpack(KEYS))`, (redis, keys) =>
   keys.map((key) => redis.get(key)),
 );
-// A new version for each tag, from a counter that never goes back (a tag key that expired and
-// comes again never repeats a version), then the announcement, on a channel of the same slot.
+// Each tag's key set to a new version, random and made by the caller (so it never repeats, whatever
+// Redis lost), then the announcement, on a channel of the same slot.
 const BUMP_TAGS = luaScript(
   `
-local version = redis.call('INCR', KEYS[1])
-for i = 2, #KEYS do
-  redis.call('SET', KEYS[i], version, 'PX', ARGV[1])
+for i = 1, #KEYS do
+  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
 end
-redis.call('SPUBLISH', ARGV[2], ARGV[3] .. version)
-return version
+redis.call('SPUBLISH', ARGV[3], ARGV[4] .. ARGV[1])
+return ARGV[1]
 `,
-  (redis, [counter, ...tags], [ms, channel, message]) => {
-    const version = redis.incr(counter!);
-    for (const tag of tags) redis.set(tag, String(version), 'PX', ms!);
-    redis.spublish(channel!, message! + String(version));
+  (redis, tags, [version, ms, channel, message]) => {
+    for (const tag of tags) redis.set(tag, version!, 'PX', ms!);
+    redis.spublish(channel!, message! + version!);
     return version;
+  },
+);
+// The versions to stamp an entry with, each key's life renewed so that it outlives the entry. A
+// missing key (evicted, flushed, expired) gets the caller's new version, which no entry carries,
+// and that is announced: every worker then stamps with it. ARGV: the new version, the life in ms,
+// the channel, the message's head, then each tag as JSON.
+const STAMP_TAGS = luaScript(
+  `
+local versions = {}
+local lost = {}
+for i = 1, #KEYS do
+  local version = redis.call('GET', KEYS[i])
+  if version then
+    redis.call('PEXPIRE', KEYS[i], ARGV[2])
+  else
+    version = ARGV[1]
+    redis.call('SET', KEYS[i], version, 'PX', ARGV[2])
+    lost[#lost + 1] = ARGV[4 + i]
+  end
+  versions[i] = version
+end
+if #lost > 0 then
+  redis.call('SPUBLISH', ARGV[3], ARGV[4] .. '[' .. table.concat(lost, ',') .. ']\\n' .. ARGV[1])
+end
+return versions
+`,
+  (redis, keys, [fresh, ms, channel, head, ...tags]) => {
+    const lost: string[] = [];
+    const versions = keys.map((key, i) => {
+      const version = redis.get(key);
+      if (version !== null) {
+        redis.pexpire(key, ms!);
+        return version;
+      }
+      redis.set(key, fresh!, 'PX', ms!);
+      lost.push(tags[i]!);
+      return fresh!;
+    });
+    if (lost.length > 0) redis.spublish(channel!, `${head!}[${lost.join(',')}]\n${fresh!}`);
+    return versions;
   },
 );
 const PING = luaScript(`return redis.call('PING')`, () => 'PONG');
@@ -105,21 +143,50 @@ export async function getValues(
 }
 
 /**
- * INCRs `counter` and sets each of `tags` (one slot with it) to the new version for `keepMs`,
- * then SPUBLISHes `message` followed by the version on `channel`; resolves to the version.
+ * Sets each of `tags` (one slot) to `version` for `keepMs`, then SPUBLISHes `message` followed by
+ * the version on `channel`.
  */
 export async function bumpTags(
   client: RedisScriptClient,
-  counter: string,
   tags: readonly string[],
+  version: string,
   keepMs: number,
   channel: string,
   message: string,
-): Promise<string> {
-  const answer = await runScript(client, BUMP_TAGS, [counter, ...tags], [keepMs, channel, message]);
-  const version = typeof answer === 'number' || typeof answer === 'string' ? String(answer) : '';
-  if (!/^\d+$/.test(version)) throw new TypeError('the tag bump gave no version');
-  return version;
+): Promise<void> {
+  const answer = await runScript(client, BUMP_TAGS, tags, [version, keepMs, channel, message]);
+  if (answer !== version) throw new TypeError('the tag bump gave no version');
+}
+
+/**
+ * The versions at `keys` (one slot), each key's life renewed to `keepMs`; a missing key is set to
+ * `fresh`, and `message` + `[names as JSON]\n` + `fresh` is SPUBLISHed on `channel` for those.
+ */
+export async function stampTags(
+  client: RedisScriptClient,
+  keys: readonly string[],
+  names: readonly string[],
+  fresh: string,
+  keepMs: number,
+  channel: string,
+  message: string,
+): Promise<string[]> {
+  const json = names.map((name) => JSON.stringify(name));
+  const answer = await runScript(client, STAMP_TAGS, keys, [
+    fresh,
+    keepMs,
+    channel,
+    message,
+    ...json,
+  ]);
+  if (
+    !Array.isArray(answer) ||
+    answer.length !== keys.length ||
+    !answer.every((version: unknown) => typeof version === 'string' && version !== '')
+  ) {
+    throw new TypeError('the tag stamp gave no versions');
+  }
+  return answer as string[];
 }
 
 /** Redis's PTTL: `-2` when the key is gone, `-1` when it has no expiry. */
