@@ -4,6 +4,7 @@ import Keyv from 'keyv';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BufferCache, RedisLockService } from '../../lib/index.js';
 import { MemoryLogger } from '../support/nest-helpers.js';
+import { startRedisCluster } from '../support/redis-cluster.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 /**
@@ -180,5 +181,33 @@ describe('tags: a lost tag version costs a rebuild, never a stale answer', () =>
       expect(await cache.getOrSet(k, build, { tags: [t] })).toBe(2);
     }
     expect(builds).toBe(2);
+  });
+});
+
+describe('tags on a Redis Cluster', () => {
+  it('a FLUSHALL of every shard, the entries in another store: a miss, not the old value, then one build for the fleet', async () => {
+    const cluster = await startRedisCluster();
+    try {
+      const store = new Map<string, unknown>();
+      const clusterWorker = (): BufferCache => {
+        const lock = new RedisLockService({
+          redis: () => cluster.client(),
+          namespace: 'test:loss:',
+        });
+        return new BufferCache({ lock, store, options: { logger: new MemoryLogger() } });
+      };
+      const [a, b] = [clusterWorker(), clusterWorker()];
+      const t = tag();
+      const keys = await deletedEntries(a, t, 10);
+      expect(await a.getOrSet(keys[0]!, () => 'b', { tags: [t] })).toBe('b');
+      expect(await b.getOrSet(keys[0]!, () => 'c', { tags: [t] })).toBe('b');
+      await Promise.all([0, 1, 2].map((i) => cluster.node(i).flushall()));
+      expect(await staleOf(clusterWorker(), keys, t)).toBe(0);
+      // Both workers knew the version lost: they take the one the rebuild announced.
+      for (const cache of [a, b])
+        expect(await cache.getOrSet(keys[0]!, () => 'd', { tags: [t] })).toBe('new');
+    } finally {
+      await cluster.stop();
+    }
   });
 });
