@@ -71,7 +71,7 @@ export class TagVersions {
       const version = read[i];
       // A lost key is given a new version by the next stamp: what was known of it is no more.
       if (version === null) this.known.delete(tag);
-      else if (mark !== undefined && mark === bus.generation) this.remember(tag, version!, at);
+      else if (mark !== undefined && mark === bus.generation) this.remember(tag, version, at);
     });
     return stamps.every(([, version], i) => read[i] === version);
   }
