@@ -96,6 +96,7 @@ function subscriberConnection(
     sunsubscribe: (channel: string) =>
       open().then(() => connection!.sUnsubscribe(channel, onMessage)),
     on: on as unknown as SubscriberConnection['on'],
+    ping: () => open().then(() => connection!.ping()),
     // node-redis's own: its socket, made again on reconnect, no longer keeps the process alive.
     unref: () => (connection as { unref?: () => void } | undefined)?.unref?.(),
     disconnect: () => {

@@ -12,6 +12,7 @@ export type {
   SubscriberConnection,
 } from '../types/clients.js';
 import { asError } from '../messages/error-text.js';
+import { watchLiveness } from './subscriber-liveness.js';
 
 const DEFAULT_IDLE_MS = 1000;
 const DEFAULT_KEEP_MS = 30_000;
@@ -47,7 +48,9 @@ interface Channel {
  *
  * A refused SSUBSCRIBE (Redis 6, an ACL without `ssubscribe`) or a connection error or close makes
  * it unusable: every listener is called, as if its lock were released, so that its waiter polls
- * instead of waiting for a message that may never come. For `retryMs` after that, `listen` sends
+ * instead of waiting for a message that may never come. So does a Cluster's shard subscriber lost
+ * (ioredis's `-node`), and a connection silent for a probe period (`watchLiveness`): that one is
+ * dropped, and the next SSUBSCRIBE opens another. For `retryMs` after that, `listen` sends
  * nothing; a connection ready again ends that at once and renews every channel still listened to.
  */
 export class ReleaseSubscriber {
@@ -67,6 +70,9 @@ export class ReleaseSubscriber {
   private retryAt = 0;
   /** Failures reported so far: an attempt begun before the last one is part of that failure. */
   private failures = 0;
+  /** Whether an SSUBSCRIBE was answered on the connection since it was made or last failed. */
+  private confirmed = false;
+  private unwatch: () => void = () => {};
 
   constructor(
     private readonly client: DuplicableClient,
@@ -125,11 +131,17 @@ export class ReleaseSubscriber {
     const listeners = [...this.channels.values()].flatMap((entry) => [...entry.listeners]);
     this.channels.clear();
     this.lingering.clear();
+    this.dropConnection();
+    for (const listener of listeners) listener.onClosed?.();
+  }
+
+  private dropConnection(): void {
     const connection = this.connection;
     // Forgotten first: its own close event is no failure.
     this.connection = undefined;
+    this.unwatch();
+    this.confirmed = false;
     connection?.disconnect();
-    for (const listener of listeners) listener.onClosed?.();
   }
 
   private mayTry(): boolean {
@@ -141,8 +153,10 @@ export class ReleaseSubscriber {
     entry.ok = undefined;
     let ok: boolean;
     try {
-      await this.connect().ssubscribe(channel);
+      const connection = this.connect();
+      await connection.ssubscribe(channel);
       ok = true;
+      if (this.connection === connection) this.confirmed = true;
     } catch (error) {
       ok = false;
       // Concurrent SSUBSCRIBEs fail alike: only the first of them is reported.
@@ -222,6 +236,19 @@ export class ReleaseSubscriber {
       unref(connection);
       this.reconnected();
     });
+    const current = (): boolean => this.connection === connection;
+    this.unwatch = watchLiveness(connection, this.client.isCluster === true, {
+      confirmed: () => current() && this.confirmed,
+      lost: () => this.fail(undefined),
+      ready: () => {
+        if (current()) this.reconnected();
+      },
+      // Dropped: the next SSUBSCRIBE opens another connection.
+      silent: () => {
+        this.dropConnection();
+        this.fail(undefined);
+      },
+    });
     connection.on('smessage', (channel, text) => {
       const message = typeof text === 'string' ? text : undefined;
       for (const listener of this.channels.get(channel)?.listeners ?? [])
@@ -243,6 +270,7 @@ export class ReleaseSubscriber {
 
   /** Marks the subscriber unusable and wakes every listener, so that its waiter polls. */
   private fail(error: unknown): void {
+    this.confirmed = false;
     this.failedAt = Date.now();
     this.retryAt = this.failedAt + this.retryMs;
     this.forgetLingering();

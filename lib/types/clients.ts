@@ -10,6 +10,8 @@ export interface SubscriberConnection {
   on(event: 'ready', listener: () => void): unknown;
   /** Lets the process exit while the connection is open (node-redis's `unref()`). */
   unref?(): void;
+  /** Asked now and then while subscribed: no answer means a silent connection. */
+  ping?(): unknown;
   disconnect(): void;
 }
 

@@ -8,6 +8,7 @@ import {
 } from '../../lib/single-flight/release-subscriber.js';
 import { inHeapChild } from '../support/heap-child.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { startTcpProxy } from '../support/tcp-proxy.js';
 import { pubsubClients as pubsubClientIds, sleep } from './support.js';
 
 let server: RedisServer;
@@ -394,5 +395,68 @@ describe('release subscriber: a lost connection makes it unusable until it subsc
     again.close();
     subscriber.close();
     await own.stop();
+  });
+});
+
+/** PINGs the server ran so far (INFO commandstats). */
+const pings = async (admin: Redis): Promise<number> =>
+  Number(/^cmdstat_ping:calls=(\d+)/m.exec(String(await admin.info('commandstats')))?.[1] ?? 0);
+
+describe('release subscriber: a silent connection is found by its own PING', () => {
+  it('asks for a PING each 400 ms while a subscription is confirmed, and none once closed', async () => {
+    const own = await startRedis();
+    try {
+      const admin = own.client();
+      const subscriber = new ReleaseSubscriber(own.client(), { idleMs: 60_000 });
+      const listening = subscriber.listen(releaseChannel('buffer:lock:probed'), () => {});
+      expect(await listening.ready).toBe(true);
+      const before = await pings(admin);
+      await sleep(1000);
+      const during = (await pings(admin)) - before;
+      expect(during).toBeGreaterThanOrEqual(2);
+      expect(during).toBeLessThanOrEqual(3);
+      listening.close();
+      subscriber.close();
+      const closed = await pings(admin);
+      await sleep(1000);
+      expect(await pings(admin)).toBe(closed);
+    } finally {
+      await own.stop();
+    }
+  });
+
+  it('a connection that answers nothing (no error, no close) wakes every waiter within 1 s, and is replaced', async () => {
+    const own = await startRedis();
+    const proxy = await startTcpProxy(own.port);
+    const client = own.client({ port: proxy.port });
+    try {
+      const subscriber = new ReleaseSubscriber(client, { idleMs: 0, retryMs: 100 });
+      let woken = 0;
+      const listening = subscriber.listen(releaseChannel('buffer:lock:silent'), () => woken++);
+      expect(await listening.ready).toBe(true);
+      const silentAt = Date.now();
+      proxy.setMode({ kind: 'blackhole' });
+      await until(async () => woken > 0);
+      const heardMs = Date.now() - silentAt;
+      console.log(`a silent subscriber connection woke its waiter after ${heardMs} ms`);
+      expect(heardMs).toBeLessThan(1000);
+      expect(subscriber.usable).toBe(false);
+      listening.close();
+      proxy.setMode({ kind: 'pass' });
+      await sleep(150);
+      const before = await pubsubClientIds(own.client());
+      const again = subscriber.listen(releaseChannel('buffer:lock:silent'), () => {});
+      expect(await again.ready).toBe(true);
+      expect(subscriber.usable).toBe(true);
+      // On a connection of its own: the silent one was let go.
+      const after = await pubsubClientIds(own.client());
+      expect(after.filter((id) => !before.includes(id))).toHaveLength(1);
+      again.close();
+      subscriber.close();
+    } finally {
+      client.disconnect();
+      await proxy.close();
+      await own.stop();
+    }
   });
 });

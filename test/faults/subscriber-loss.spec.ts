@@ -1,0 +1,227 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BufferCache, RedisLockService, SingleFlightEngine } from '../../lib/index.js';
+import type { LockClient } from '../../lib/redis/client.js';
+import { releaseChannel } from '../../lib/redis/keys.js';
+import { sleep, silent } from '../single-flight/support.js';
+import {
+  IOREDIS,
+  IOREDIS_CLUSTER,
+  IOVALKEY,
+  NODE_REDIS,
+  type ClientFamily,
+} from '../support/client-families.js';
+import { monitor } from '../support/monitor.js';
+import { MemoryLogger, until } from '../support/nest-helpers.js';
+import { startRedisCluster } from '../support/redis-cluster.js';
+import { startRedisSentinel } from '../support/redis-sentinel.js';
+import { startRedis } from '../support/redis-server.js';
+import { startTcpProxy } from '../support/tcp-proxy.js';
+
+/**
+ * A worker whose subscriber connection is lost (Redis kills it with `CLIENT KILL TYPE pubsub`, or
+ * the network goes silent) hears of it within the documented bound, whatever its client and
+ * topology: its `l1` copies stop being served within 1 s, and a waiter whose wake-up is lost with
+ * the connection polls, answering soon after the release rather than at `lockTimeout`.
+ */
+
+/** The bound docs/reliability.md states for a lost subscriber: no `l1` copy is served after it. */
+const L1_BOUND_MS = 1000;
+/** A waiter whose wake-up was lost answers this soon after the release, at most. */
+const WAKE_BOUND_MS = 1500;
+const LOCK_TIMEOUT = 10;
+
+/** Where the workers of a test connect: one topology of Redis, with a client family for it. */
+interface Topology {
+  readonly name: string;
+  /** A new client, as each worker has its own. */
+  client(): Promise<LockClient>;
+  /** An admin connection to the node that serves `key`'s slot. */
+  nodeOf(key: string): Promise<Redis>;
+  /** `CLIENT KILL TYPE pubsub` on every node: how many connections were killed. */
+  killPubsub(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+async function killEverywhere(admins: readonly Redis[]): Promise<number> {
+  const killed = await Promise.all(admins.map((a) => a.call('CLIENT', 'KILL', 'TYPE', 'pubsub')));
+  return killed.reduce<number>((sum, n) => sum + Number(n), 0);
+}
+
+/** One redis-server, and clients of `family`. */
+async function single(family: ClientFamily): Promise<Topology> {
+  const server = await startRedis();
+  const admin = server.client();
+  return {
+    name: `${family.name}, one server`,
+    client: () => family.connect(server),
+    nodeOf: async () => admin,
+    killPubsub: () => killEverywhere([admin]),
+    stop: async () => {
+      await family.closeAll();
+      await server.stop();
+    },
+  };
+}
+
+/** A Redis Cluster of three masters, and ioredis `Cluster` clients (sharded subscribers). */
+async function cluster(): Promise<Topology> {
+  const nodes = await startRedisCluster();
+  const admins = [0, 1, 2].map((i) => nodes.node(i));
+  return {
+    name: 'ioredis Cluster',
+    client: () => IOREDIS_CLUSTER.connect(nodes),
+    async nodeOf(key) {
+      const slot = Number(await admins[0]!.cluster('KEYSLOT', key));
+      const ranges = (await admins[0]!.cluster('SLOTS')) as unknown as [
+        number,
+        number,
+        [string, number],
+      ][];
+      const port = ranges.find(([from, to]) => slot >= from && slot <= to)![2][1];
+      return admins[nodes.nodes.findIndex((n) => n.port === port)]!;
+    },
+    killPubsub: () => killEverywhere(admins),
+    stop: async () => {
+      await IOREDIS_CLUSTER.closeAll();
+      await nodes.stop();
+    },
+  };
+}
+
+/** A master, its replica and three sentinels, and ioredis clients that ask the sentinels. */
+async function sentinel(): Promise<Topology> {
+  const group = await startRedisSentinel();
+  const admin = group.master.client();
+  const made: Redis[] = [];
+  return {
+    name: 'ioredis Sentinel',
+    async client() {
+      const client = new Redis({ sentinels: [...group.sentinels], name: group.name });
+      client.on('error', () => {});
+      made.push(client);
+      if (client.status !== 'ready') await new Promise((r) => client.once('ready', r));
+      return client;
+    },
+    nodeOf: async () => admin,
+    killPubsub: () => killEverywhere([admin]),
+    stop: async () => {
+      for (const client of made) client.disconnect();
+      await group.stop();
+    },
+  };
+}
+
+let n = 0;
+
+/** A cache as a worker has it: with `l1` (a minute's `maxAge`), or none (it announces nothing). */
+function cacheOf(redis: LockClient, l1: boolean): BufferCache {
+  const lock = new RedisLockService({ redis, namespace: 'loss:' });
+  const options = { logger: new MemoryLogger(), ...(l1 ? { l1: { maxAge: 60 } } : {}) };
+  return new BufferCache({ lock, options });
+}
+
+/**
+ * A key `reader` holds a copy of, as `'v1'`, while the store has `'unannounced'`: it read `'v1'`,
+ * then kept serving it after a write of `writer` (no `l1`: it announces nothing).
+ */
+async function heldBy(reader: BufferCache, writer: BufferCache): Promise<string> {
+  let key = '';
+  await until(async () => {
+    key = `loss:${++n}`;
+    await writer.set(key, 'v1');
+    await reader.get(key);
+    await writer.set(key, 'unannounced');
+    return (await reader.get(key)) === 'v1';
+  });
+  return key;
+}
+
+describe.each([
+  { name: IOREDIS.name, start: () => single(IOREDIS) },
+  { name: IOVALKEY.name, start: () => single(IOVALKEY) },
+  { name: NODE_REDIS.name, start: () => single(NODE_REDIS) },
+  { name: 'ioredis Sentinel', start: sentinel },
+  { name: 'ioredis Cluster', start: cluster },
+])('a lost subscriber connection ($name)', ({ start }) => {
+  let topology: Topology;
+  beforeAll(async () => {
+    topology = await start();
+  }, 60_000);
+  afterAll(() => topology?.stop());
+
+  const cacheOn = async (l1: boolean): Promise<BufferCache> => cacheOf(await topology.client(), l1);
+
+  it('killed: within 1 s of the kill and a write, l1 no longer serves its copy', async () => {
+    const [reader, writer] = [await cacheOn(true), await cacheOn(false)];
+    const key = await heldBy(reader, writer);
+    const killedAt = Date.now();
+    expect(await topology.killPubsub()).toBeGreaterThan(0);
+    await writer.set(key, 'v2');
+    await until(async () => (await reader.get(key)) === 'v2', 5000);
+    const servedMs = Date.now() - killedAt;
+    console.log(`${topology.name}: l1 copy last served ${servedMs} ms after the kill`);
+    expect(servedMs).toBeLessThan(L1_BOUND_MS);
+  });
+
+  it('killed as the build ends: the waiter answers soon after the release, not at lockTimeout', async () => {
+    const holder = new RedisLockService({ redis: await topology.client(), namespace: 'loss:' });
+    const lock = new RedisLockService({ redis: await topology.client(), namespace: 'loss:' });
+    const engine = new SingleFlightEngine({
+      lock,
+      options: { logger: silent, lockTimeout: LOCK_TIMEOUT },
+    });
+    const key = `wake:${++n}`;
+    const redisKey = lock.redisKey(key);
+    // The waiter subscribed, then found the lock held: only the release message can wake it.
+    let subscribed = false;
+    let waits!: () => void;
+    const waiting = new Promise<void>((resolve) => (waits = resolve));
+    const stop = await monitor(await topology.nodeOf(redisKey), ({ args: [name, ...rest] }) => {
+      const command = name?.toLowerCase();
+      if (command === 'ssubscribe' && rest.includes(releaseChannel(redisKey))) subscribed = true;
+      else if (subscribed && command === 'pttl' && rest[0] === redisKey) waits();
+    });
+    const [guard] = await holder.acquire(key, 30);
+    const answer = engine.run(key, () => 'built after the release');
+    await waiting.finally(stop);
+    expect(await topology.killPubsub()).toBeGreaterThan(0);
+    await holder.release(guard!);
+    const releasedAt = Date.now();
+    expect(await answer).toBe('built after the release');
+    const answeredMs = Date.now() - releasedAt;
+    console.log(`${topology.name}: the waiter answered ${answeredMs} ms after the release`);
+    expect(answeredMs).toBeLessThan(WAKE_BOUND_MS);
+    engine.close();
+  }, 20_000);
+});
+
+describe('a subscriber connection that goes silent (no error, no close)', () => {
+  it('within 1 s, l1 no longer serves its copy', async () => {
+    const server = await startRedis();
+    const proxy = await startTcpProxy(server.port);
+    const proxied = new Redis(proxy.url);
+    proxied.on('error', () => {});
+    try {
+      const reader = cacheOf(proxied, true);
+      const writer = cacheOf(server.client(), false);
+      const key = await heldBy(reader, writer);
+      const silentAt = Date.now();
+      proxy.setMode({ kind: 'blackhole' });
+      // A read that does not answer at once went to Redis: the copy was not served.
+      const pending = Symbol('pending');
+      const read = (): Promise<unknown> =>
+        Promise.race([reader.get(key), sleep(100).then(() => pending)]);
+      await until(async () => (await read()) !== 'v1', 5000);
+      // Less the last read's 100 ms of waiting for an answer.
+      const servedMs = Date.now() - silentAt - 100;
+      console.log(`silent network: l1 copy last served ${servedMs} ms after it went silent`);
+      expect(servedMs).toBeLessThan(L1_BOUND_MS);
+    } finally {
+      proxy.setMode({ kind: 'pass' });
+      proxied.disconnect();
+      await proxy.close();
+      await server.stop();
+    }
+  });
+});
