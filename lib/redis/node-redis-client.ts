@@ -58,7 +58,13 @@ const scriptOptions = (numkeys: number, args: readonly (string | number)[]): Scr
 const EVENTS: Readonly<Record<'client' | 'cluster', Readonly<Record<string, string>>>> = {
   // A cluster has no 'ready' of its own; a node ready again (a restart) is the sign.
   client: { ready: 'ready', close: 'end', error: 'error' },
-  cluster: { ready: 'node-ready', close: 'disconnect', error: 'error' },
+  // A node's connection lost (a shard's pub/sub one too) is ioredis Cluster's `-node`.
+  cluster: {
+    ready: 'node-ready',
+    close: 'disconnect',
+    error: 'error',
+    '-node': 'node-reconnecting',
+  },
 };
 
 // ioredis's pub/sub surface on a duplicate connected on first use; never throws.

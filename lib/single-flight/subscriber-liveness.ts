@@ -14,12 +14,40 @@ export interface LivenessHooks {
   readonly silent: () => void;
 }
 
+interface Pingable {
+  ping(): unknown;
+}
+
+interface ShardSubscriber {
+  getInstance?(): { status?: unknown; ping?: unknown } | null;
+}
+
+/**
+ * What a PING must reach: the connection itself, or an ioredis `Cluster`'s shard subscriber
+ * connections (its own PING would reach a node's command connection): none where they cannot be
+ * found, and then only the events count.
+ */
+function pingTargets(connection: SubscriberConnection, cluster: boolean): Pingable[] {
+  if (!cluster) return typeof connection.ping === 'function' ? [connection as Pingable] : [];
+  const group = (connection as { shardedSubscribers?: { shardedSubscribers?: unknown } })
+    .shardedSubscribers?.shardedSubscribers;
+  if (!(group instanceof Map)) return [];
+  const targets: Pingable[] = [];
+  for (const shard of group.values() as Iterable<ShardSubscriber>) {
+    const instance = typeof shard?.getInstance === 'function' ? shard.getInstance() : null;
+    if (instance?.status === 'ready' && typeof instance.ping === 'function') {
+      targets.push(instance as Pingable);
+    }
+  }
+  return targets;
+}
+
 /**
  * Watches a subscriber connection for the losses its `error` and `close` do not tell: ioredis
  * `Cluster` reports a shard subscriber's end as `-node` (`-subscriber` when it replaces one), and a
- * partitioned or half-open socket tells nothing at all, so a PING is sent each `PROBE_MS` while a
- * subscription is confirmed. A Cluster's PING would reach a node, not its shard subscribers: there
- * only the events count. One unref'd timer per connection; the function returned stops it.
+ * partitioned or half-open socket tells nothing at all, so a PING is sent on each subscriber
+ * connection every `PROBE_MS` while a subscription is confirmed. One unref'd timer per
+ * connection, and nothing on a cache hit; the function returned stops it.
  */
 export function watchLiveness(
   connection: SubscriberConnection,
@@ -33,8 +61,6 @@ export function watchLiveness(
     });
   }
   events.on('subscribersReady', () => hooks.ready());
-  const ping = connection.ping;
-  if (cluster || typeof ping !== 'function') return () => {};
   let pinging: Promise<unknown> | undefined;
   let stopped = false;
   const probe = (): void => {
@@ -47,14 +73,14 @@ export function watchLiveness(
       });
       return;
     }
-    const sent: Promise<unknown> = (pinging = new Promise((resolve) =>
-      resolve(ping.call(connection)),
-    )
+    const targets = pingTargets(connection, cluster);
+    if (targets.length === 0) return;
+    const sent: Promise<unknown> = (pinging = Promise.all(
       // A refused PING is an answer; a closed connection says so itself.
-      .catch(() => {})
-      .finally(() => {
-        if (pinging === sent) pinging = undefined;
-      }));
+      targets.map((target) => new Promise((resolve) => resolve(target.ping())).catch(() => {})),
+    ).finally(() => {
+      if (pinging === sent) pinging = undefined;
+    }));
   };
   const timer = setInterval(probe, PROBE_MS).unref();
   return () => {
