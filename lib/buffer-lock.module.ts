@@ -1,6 +1,7 @@
 import {
   Inject,
   Module,
+  type BeforeApplicationShutdown,
   type ConfigurableModuleCls,
   type DynamicModule,
   type OnApplicationBootstrap,
@@ -90,8 +91,9 @@ const ConfigurableModule: ConfigurableModuleCls<
 
 /**
  * Redis locks, `@SingleFlight` and the cache for a Nest app. Options are validated at bootstrap
- * (one `BufferLockConfigError` lists every violation). At shutdown it quits the Redis clients it
- * made itself and leaves a client object you passed in alone.
+ * (one `BufferLockConfigError` lists every violation). At shutdown it takes no new builds, lets
+ * those in flight finish for `shutdownTimeout` seconds at most, releases every lock the process
+ * holds, then quits the Redis clients it made itself (a client object you passed in is left alone).
  *
  * @example
  * ```ts
@@ -122,7 +124,7 @@ const ConfigurableModule: ConfigurableModuleCls<
 })
 export class BufferLockModule
   extends ConfigurableModule
-  implements OnApplicationBootstrap, OnApplicationShutdown
+  implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
 {
   /** @internal */
   constructor(
@@ -156,9 +158,15 @@ export class BufferLockModule
     return super.forRoot(readableCopy(options) as unknown as typeof options);
   }
 
+  // While the app's other providers still serve: builds in flight finish (shutdownTimeout at
+  // most) and every lock this process holds is released, before any connection closes.
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.engine.close();
+  }
+
   async onApplicationShutdown(): Promise<void> {
-    // The engine's watch and subscriber first: they are on a client about to be closed.
-    this.engine.close();
+    // Once more, for a shutdown that skipped the hook above; the same close, not a second one.
+    await this.engine.close();
     await this.clients.closeAll();
   }
 }

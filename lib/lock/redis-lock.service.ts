@@ -1,4 +1,3 @@
-import { hash, randomFillSync } from 'node:crypto';
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { BUFFER_LOCK_OPTIONS } from '../options/buffer-lock.constants.js';
 import { LockError } from '../errors/lock.error.js';
@@ -12,82 +11,27 @@ import {
   type ResolvedLockOptions,
   safeCatalog,
 } from '../options/redis-lock.options.js';
-import { isNodeRedisClient, type LockClient, type RedisClientFactory } from '../redis/client.js';
+import { type LockClient, type RedisClientFactory } from '../redis/client.js';
 import { type RedisScriptClient } from '../types/clients.js';
 import { parseSeconds, TIMER_SECONDS, toMilliseconds } from '../options/seconds.js';
 import { isResolved } from '../options/validate-options.js';
-import { batchingClient } from '../redis/batching-client.js';
-import { acquireLock, extendLock, releaseLock, type CarriedKind } from '../redis/lock-commands.js';
-import { nodeRedisClient } from '../redis/node-redis-client.js';
-import { slotKey, type LockKeyRole } from '../redis/keys.js';
-import { connectBy } from './client-connection.js';
+import { acquireLock, extendLock, releaseLock } from '../redis/lock-commands.js';
+import { slotKey } from '../redis/keys.js';
 import { ownGuard } from './guards.js';
-import { attempt } from '../messages/error-text.js';
 import { lockFailure, NoClient } from './lock-failures.js';
 import type { AcquireResult, ExtendResult, LockGuard, ReleaseResult } from './lock-results.js';
 import { lockChannel } from '../telemetry/channels.js';
 import { traceLock } from './lock-trace.js';
-import { UnsentReleases } from './unsent-releases.js';
+import { HeldLocks } from './held-locks.js';
+import { LockConnection } from './lock-connection.js';
+import { createToken, hashedKey, isFence } from './lock-keys.js';
+import { acquireReply, extendReply, releaseReply } from './lock-replies.js';
+import { ACQUIRE_KEY, ACQUIRE_UNLESS_FOUND, RELEASE_WRITING } from './lock-symbols.js';
+import type { FoundInstead, SlotWrite, WriteResult } from './lock-symbols.js';
 
-/** A fencing number as the script's INCR gives it: a positive safe integer. */
-const isFence = (answer: unknown): answer is number =>
-  typeof answer === 'number' && Number.isSafeInteger(answer) && answer > 0;
-
-// No UTF-8 has this byte: keys with lone surrogates (U+FFFD in UTF-8) stay apart from all others.
-const NOT_UTF8 = Buffer.from([0xff]);
-
-function hashedKey(namespace: string, cacheKey: string): string {
-  // String.prototype.isWellFormed is ES2024; the library compiles against ES2023.
-  if ((cacheKey as string & { isWellFormed(): boolean }).isWellFormed()) {
-    // One-shot crypto.hash: a third of createHash's cost per call.
-    return namespace + hash('md5', cacheKey, 'hex');
-  }
-  const units = Buffer.from(cacheKey, 'utf16le');
-  return namespace + hash('md5', Buffer.concat([NOT_UTF8, units]), 'hex');
-}
-
-// One CSPRNG call and one base64url encoding serve 256 tokens of 24 bytes (32 characters): both
-// cost far more per call than per byte, and every 32-character slice encodes its own 24 bytes.
-const TOKEN_CHARS = 32;
-const tokenBytes = Buffer.allocUnsafe(24 * 256);
-let tokenText = '';
-let tokenOffset = 0;
-
-function createToken(): string {
-  if (tokenOffset === tokenText.length) {
-    randomFillSync(tokenBytes);
-    tokenText = tokenBytes.toString('base64url');
-    tokenOffset = 0;
-  }
-  tokenOffset += TOKEN_CHARS;
-  return tokenText.slice(tokenOffset - TOKEN_CHARS, tokenOffset);
-}
-
-// The library's own: acquire by a derived Redis key, release with a write in the lock's slot.
-export const ACQUIRE_KEY: unique symbol = Symbol('acquireKey');
-export const RELEASE_WRITING: unique symbol = Symbol('releaseWriting');
-// The cache's: acquire unless an entry is found, in one script.
-export const ACQUIRE_UNLESS_FOUND: unique symbol = Symbol('acquireUnlessFound');
-
-/** The text of the entry found instead of taking the lock. */
-export interface FoundInstead {
-  readonly found: string;
-}
-
-/**
- * Written beside a release: `prefix` + the lock's slot key, or its derived key `role`. Without a
- * `prefix` nothing is written: the payload only rides the release's wake-up.
- */
-export interface SlotWrite {
-  readonly prefix: string | undefined;
-  readonly role?: LockKeyRole;
-  readonly payload: string | undefined;
-  readonly ttlMs: number;
-  readonly carried?: CarriedKind;
-}
-
-/** `written`: this guard still held the lock, so the write went through. */
-export type WriteResult = readonly [written: boolean, error: LockError | undefined];
+// Where the library's other layers have always found them.
+export { ACQUIRE_KEY, ACQUIRE_UNLESS_FOUND, RELEASE_WRITING };
+export type { FoundInstead, SlotWrite, WriteResult };
 
 /**
  * A lock through one Redis server, so that only one worker of many builds a given cache entry.
@@ -112,11 +56,9 @@ export class RedisLockService {
   private readonly messages: BufferLockMessages;
   // The built-in key(): its keys can be checked exactly (see ownGuard).
   private readonly hashedKeys = this.key === RedisLockService.prototype.key;
-  private client: RedisScriptClient | undefined;
-  /** `client`, batched under load: the lock's own commands. */
-  private commands: RedisScriptClient | undefined;
-  private unsent: UnsentReleases | undefined;
-  private connecting: Promise<void> | undefined;
+  private readonly connection: LockConnection;
+  private readonly held = new HeldLocks();
+  private closing: Promise<void> | undefined;
 
   constructor(
     @Inject(BUFFER_LOCK_OPTIONS) options: RedisLockOptions,
@@ -128,17 +70,19 @@ export class RedisLockService {
     this.options = isResolved(options)
       ? (options as ResolvedLockOptions)
       : resolveLockOptions(options, this.messages);
-    const { redis } = this.options;
+    const { redis, connectTimeout } = this.options;
+    const factory = (): RedisClientFactory => this.options.redis as RedisClientFactory;
+    this.connection = new LockConnection(factory, connectTimeout);
     if (isMemoryUrl(redis)) {
       announceMemoryBackend(new Logger('BufferLock'), this.messages);
-      this.use(memoryClient(redis));
-    } else if (typeof redis !== 'function') this.use(redis);
+      this.connection.use(memoryClient(redis));
+    } else if (typeof redis !== 'function') this.connection.use(redis);
   }
 
   /** The client, or the factory that makes it, as given; for a `memory://` URL, its client. */
   get redis(): LockClient | RedisClientFactory {
     const { redis } = this.options;
-    return isMemoryUrl(redis) ? this.client! : redis;
+    return isMemoryUrl(redis) ? this.connection.client! : redis;
   }
 
   /** The prefix of every Redis key this service makes. */
@@ -210,41 +154,47 @@ export class RedisLockService {
     // The service's own ttl was checked when it was made: no parsing per call.
     const seconds = ttl === this.options.ttl ? ttl : parseSeconds(ttl, TIMER_SECONDS);
     if (seconds === undefined) return [undefined, this.error('redis_ttl_invalid')];
+    if (this.held.closing) return [undefined, this.error('lock_closed')];
     const guard: LockGuard = { key: redisKey, token: createToken() };
     let client: RedisScriptClient;
     let answer: unknown;
-    try {
-      if (!this.commands) await this.connect();
-      client = this.commands!;
-    } catch (error) {
-      return [undefined, this.failure('redis_lock_failed', error)];
-    }
-    const unsent = this.unsent!;
-    const releasing = unsent.sendIfConnected();
-    if (releasing) await releasing;
-    const wentOut = unsent.connected;
     const ttlMs = toMilliseconds(seconds);
+    const { held } = this;
+    held.start();
     try {
-      const { fencing } = this.options;
-      answer = await acquireLock(client, guard.key, guard.token, ttlMs, fencing, foundKey);
-    } catch (error) {
-      // A timed-out script may still run later: a release of this call's own token, sent behind
-      // it (or before the next acquire, once the connection is back), lets go of such a lock.
-      releaseLock(client, guard.key, guard.token).catch(() => {
-        if (wentOut && !unsent.connected) unsent.add(guard, ttlMs);
-      });
-      return [undefined, this.failure('redis_lock_failed', error)];
+      try {
+        if (!this.connection.commands) await this.connection.connect();
+        client = this.connection.commands!;
+      } catch (error) {
+        return [undefined, this.failure('redis_lock_failed', error)];
+      }
+      const unsent = this.connection.unsent!;
+      const releasing = unsent.sendIfConnected();
+      if (releasing) await releasing;
+      const wentOut = unsent.connected;
+      try {
+        const { fencing } = this.options;
+        answer = await acquireLock(client, guard.key, guard.token, ttlMs, fencing, foundKey);
+      } catch (error) {
+        // A timed-out script may still run later: a release of this call's own token, sent behind
+        // it (or before the next acquire, once the connection is back), lets go of such a lock.
+        releaseLock(client, guard.key, guard.token).catch(() => {
+          if (wentOut && !unsent.connected) unsent.add(guard, ttlMs);
+        });
+        return [undefined, this.failure('redis_lock_failed', error)];
+      }
+      if (this.options.fencing ? isFence(answer) : answer === 1) {
+        held.hold(guard, ttlMs);
+        // Taken as the shutdown began: let go at once, before the connection closes.
+        if (held.closing) {
+          await this.unlock(guard, undefined);
+          return [undefined, this.error('lock_closed')];
+        }
+      }
+    } finally {
+      held.done();
     }
-    if (answer === undefined || answer === null) return [undefined, this.error('redis_no_result')];
-    if (foundKey !== undefined && typeof answer === 'string') return { found: answer };
-    // Only the replies Redis gives count: a Symbol, `true`, `'1'` or `[1]` is no lock.
-    if (answer === 0) return [undefined, undefined];
-    if (this.options.fencing) {
-      return isFence(answer)
-        ? [{ ...guard, fence: answer }, undefined]
-        : [undefined, this.error('redis_bad_reply')];
-    }
-    return answer === 1 ? [guard, undefined] : [undefined, this.error('redis_bad_reply')];
+    return acquireReply(answer, guard, this.options.fencing, foundKey, (id) => this.error(id));
   }
 
   /**
@@ -265,6 +215,8 @@ export class RedisLockService {
   private async unlock(given: LockGuard, write: SlotWrite | undefined): Promise<WriteResult> {
     const guard = ownGuard(given, this.options.namespace, this.hashedKeys);
     if (!guard) return [false, this.error('redis_invalid_guard')];
+    // Released by the shutdown already; the connection may be closed by now.
+    if (this.held.wasAbandoned(guard.token)) return [write === undefined, undefined];
     const written = write && {
       key: write.prefix === undefined ? undefined : slotKey(guard.key, write.prefix, write.role),
       payload: write.payload,
@@ -272,16 +224,20 @@ export class RedisLockService {
       carried: write.carried,
     };
     let answer: unknown;
+    const { held } = this;
+    held.released(guard.token); // no longer this process's to release at shutdown
+    held.start();
     try {
       // Inline rather than through an async helper: one promise and microtask turn less per call.
-      if (!this.commands) await this.connect();
-      answer = await releaseLock(this.commands!, guard.key, guard.token, written);
+      const { connection } = this;
+      if (!connection.commands) await connection.connect();
+      answer = await releaseLock(connection.commands!, guard.key, guard.token, written);
     } catch (error) {
       return [false, this.failure('redis_unlock_failed', error)];
+    } finally {
+      held.done();
     }
-    if (answer === undefined || answer === null) return [false, this.error('redis_no_result')];
-    // A reply that is no number (a null-prototype object, say) is no write, not a throw.
-    return [written === undefined || attempt(() => Number(answer) === 1, false), undefined];
+    return releaseReply(answer, written !== undefined, (id) => this.error(id));
   }
 
   /**
@@ -298,16 +254,38 @@ export class RedisLockService {
     if (!guard) return [false, this.error('redis_invalid_guard')];
     const seconds = parseSeconds(ttl, TIMER_SECONDS);
     if (seconds === undefined) return [false, this.error('redis_ttl_invalid')];
+    if (this.held.wasAbandoned(guard.token)) return [false, undefined];
     let answer: unknown;
+    const ttlMs = toMilliseconds(seconds);
     try {
-      if (!this.commands) await this.connect();
-      answer = await extendLock(this.commands!, guard.key, guard.token, toMilliseconds(seconds));
+      const { connection } = this;
+      if (!connection.commands) await connection.connect();
+      answer = await extendLock(connection.commands!, guard.key, guard.token, ttlMs);
     } catch (error) {
       return [false, this.failure('redis_extend_failed', error)];
     }
-    if (answer === undefined || answer === null) return [false, this.error('redis_no_result')];
-    if (answer === 0) return [false, undefined];
-    return answer === 1 ? [true, undefined] : [false, this.error('redis_bad_reply')];
+    const result = extendReply(answer, (id) => this.error(id));
+    if (result[0]) this.held.extended(guard.token, ttlMs);
+    return result;
+  }
+
+  /**
+   * Shuts the lock down: no new lock is taken (`lock_closed`), the locks this process holds are
+   * waited for until their holders release them, for `shutdownTimeout` seconds at most, and then
+   * released (for at most 1 s more). A holder's release after that sends nothing. Closes no client.
+   *
+   * @example
+   * ```ts
+   * process.once('SIGTERM', () => void lock.close().then(() => redis.quit()));
+   * ```
+   */
+  close(): Promise<void> {
+    if (!this.closing) {
+      this.held.closing = true;
+      const timeoutMs = this.options.shutdownTimeout * 1000;
+      this.closing = this.held.drain(timeoutMs, () => this.connection.commands).then(() => {});
+    }
+    return this.closing;
   }
 
   /** The Redis key a lock on `cacheKey` lives under (what `key()` makes). */
@@ -321,8 +299,9 @@ export class RedisLockService {
    */
   async getClient(): Promise<RedisScriptClient> {
     try {
-      if (!this.client) await this.connect();
-      return this.client!;
+      const { connection } = this;
+      if (!connection.client) await connection.connect();
+      return connection.client!;
     } catch (error) {
       if (error instanceof NoClient) throw this.error('redis_no_client');
       throw error;
@@ -335,26 +314,6 @@ export class RedisLockService {
    */
   protected key(cacheKey: string): string {
     return hashedKey(this.options.namespace, cacheKey);
-  }
-
-  private use(given: LockClient): void {
-    const client = isNodeRedisClient(given) ? nodeRedisClient(given) : (given as RedisScriptClient);
-    this.client = client;
-    this.commands = batchingClient(client);
-    this.unsent = new UnsentReleases(client, this.commands);
-  }
-
-  /** Concurrent first calls share one attempt; a failed one is forgotten, to be tried again. */
-  private connect(): Promise<void> {
-    if (this.client) return Promise.resolve();
-    if (this.connecting) return this.connecting;
-    const factory = this.options.redis as RedisClientFactory;
-    const connecting = connectBy(factory, this.options.connectTimeout, (c) => this.use(c));
-    connecting.catch(() => {
-      if (this.connecting === connecting) this.connecting = undefined;
-    });
-    this.connecting = connecting;
-    return connecting;
   }
 
   private error(id: MessageId): LockError {

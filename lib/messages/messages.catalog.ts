@@ -154,6 +154,10 @@ export const ENGLISH_MESSAGES = {
   health_breaker_open: 'Redis circuit breaker is open',
   memory_backend:
     'In-memory backend (memory://): locks, waits, shared results and cached entries coordinate this process only, not other processes or hosts; give a redis:// URL to coordinate several',
+  shutdown_timeout_invalid: 'cache_lock shutdownTimeout must be 0 or a positive number of seconds',
+  lock_closed: 'The lock is shutting down: no new lock is taken',
+  shutdown_abandoned:
+    'COUNT builds still ran after shutdownTimeout (SECONDS s): their locks were released, and their results are not shared',
 } as const;
 
 /**

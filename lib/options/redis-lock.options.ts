@@ -45,6 +45,11 @@ export interface RedisLockOptions {
   fencing?: boolean;
   /** Seconds a factory may take to give the client; the next call asks again. Default `10`. */
   connectTimeout?: number;
+  /**
+   * Seconds `close()` (and the module at shutdown) waits for the locks this process holds to be
+   * released by their holders, before it releases them itself; `0`: at once. Default `5`.
+   */
+  shutdownTimeout?: number;
 }
 
 // The rules and defaults of `RedisLockOptions`, each refused with its own message id.
@@ -69,6 +74,9 @@ export class RedisLockOptionsDto implements Omit<RedisLockOptions, 'redis'> {
 
   @Seconds('redis_connect_timeout_invalid', { timed: true })
   connectTimeout: number = 10;
+
+  @Seconds('shutdown_timeout_invalid', { orZero: true, timed: true })
+  shutdownTimeout: number = 5;
 }
 
 export type ResolvedLockOptions = Readonly<RedisLockOptions & Omit<RedisLockOptionsDto, 'redis'>>;

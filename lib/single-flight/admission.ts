@@ -22,6 +22,7 @@ export type SingleFlightLock = Pick<
   | 'redisKey'
   | 'ttl'
   | 'getClient'
+  | 'close'
   | typeof ACQUIRE_KEY
   | typeof RELEASE_WRITING
 >;
@@ -138,6 +139,8 @@ export class LockAdmission {
                 ? lock.acquire(cacheKey, settings.ttl)
                 : lock[ACQUIRE_KEY](redisKey, settings.ttl)),
             );
+      // Shutting down: no new build, and no build without the lock either.
+      if (error?.code === 'lock_closed') throw error;
       if (guard) {
         // A waiter that polls can read the result just before the leader's release writes it,
         // then win the lock the release freed: it looks once more before building again.

@@ -32,6 +32,9 @@ export class ReleaseWait {
   /** Failures told already: every waiter listening at the time hears of the same one. */
   private readonly told = new WeakSet<Error>();
   private client: RedisScriptClient | undefined;
+  /** The wake-ups of the waits under way, for `end()`. */
+  private readonly waking = new Set<() => void>();
+  private ended = false;
 
   constructor(
     private readonly getClient: () => Promise<RedisScriptClient>,
@@ -44,6 +47,13 @@ export class ReleaseWait {
     return client !== undefined && subscriberOf(client).usable;
   }
 
+  /** Ends every wait under way, and every one to come, at once (at shutdown). */
+  end(): void {
+    this.ended = true;
+    for (const wake of this.waking) wake();
+    this.waking.clear();
+  }
+
   /** Closes the subscriber connection of the client waited on so far (at shutdown). */
   close(): void {
     if (this.client) subscriberOf(this.client).close();
@@ -54,7 +64,7 @@ export class ReleaseWait {
    * the text of the release message that woke it, `undefined` when none did.
    */
   async waitForRelease(redisKey: string, deadline: number): Promise<string | undefined> {
-    if (Date.now() >= deadline) return undefined;
+    if (this.ended || Date.now() >= deadline) return undefined;
     let woke = false;
     let text: string | undefined;
     let wake!: (message?: string) => void;
@@ -66,6 +76,7 @@ export class ReleaseWait {
         resolve();
       };
     });
+    this.waking.add(wake);
     const timers: NodeJS.Timeout[] = [];
     const at = (ms: number): void => void timers.push(setTimeout(() => wake(), timerMs(ms)));
     at(deadline - Date.now());
@@ -99,6 +110,7 @@ export class ReleaseWait {
       return text;
     } finally {
       for (const timer of timers) clearTimeout(timer);
+      this.waking.delete(wake);
       listening?.close();
     }
   }

@@ -3,11 +3,13 @@ import { defer, finalize, of, tap, throwError, type Observable } from 'rxjs';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { RedisLockService } from '../lock/redis-lock.service.js';
 import { resolveFlightOptions, type BufferLockOptions } from '../options/buffer-lock.options.js';
+import { LockError } from '../errors/lock.error.js';
 import {
   perCallSettings,
   type SingleFlightOptions,
   type SingleFlightSettings,
 } from '../options/single-flight.options.js';
+import { CallSettings } from './call-settings.js';
 import {
   breakerChannel,
   flightChannel,
@@ -55,14 +57,16 @@ export type SubscriberState = 'usable' | 'unusable';
  */
 export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   private readonly lock: SingleFlightLock;
-  private readonly defaults: SingleFlightSettings;
-  /** Settings objects made by settingsFor: complete, so used as they are. */
-  private readonly complete = new WeakSet<SingleFlightSettings>();
+  private readonly settings: CallSettings;
   private readonly flights = new LocalFlights();
   private readonly admission: LockAdmission;
   private readonly runs: LockedRun;
   private readonly wait: ReleaseWait;
   private readonly traceKeys: boolean;
+  private readonly messages: BufferLockMessages;
+  private readonly log: ThrottledLog;
+  private readonly shutdownTimeout: number;
+  private closing: Promise<void> | undefined;
 
   constructor(parts: {
     readonly lock: RedisLockService;
@@ -75,11 +79,13 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     const { lock, now } = parts;
     this.lock = lock;
     const messages = parts.messages ?? new BufferLockMessages();
+    this.messages = messages;
     const options = resolveFlightOptions(parts.options, lock.ttl, messages);
     this.traceKeys = options.traceKeys;
-    this.defaults = perCallSettings(options);
-    this.complete.add(this.defaults);
+    this.shutdownTimeout = options.shutdownTimeout;
+    this.settings = new CallSettings(perCallSettings(options), messages);
     const log = new ThrottledLog(options.logger, messages, options.logInterval * 1000, now);
+    this.log = log;
     const results = new SharedResultStore({ lock, serializer: options.serializer, messages });
     // The subscription fails in the background, where no caller sees it: the log is where it shows.
     this.wait = new ReleaseWait(
@@ -134,10 +140,25 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   }
 
   /**
-   * Stops what the engine does in the background: the breaker's watch for Redis to be back, and
-   * the wake-up subscriber's connection. Calls still run after it.
+   * Shuts the engine down, at most the lock's `shutdownTimeout` (+ 1 s) after it is called: new
+   * calls reject with a `LockError` `lock_closed`, and so does a call waiting for another
+   * process's lock; calls under way finish, then the lock is closed (`RedisLockService.close()`:
+   * every lock this process holds is released), and only then the breaker's watch and the wake-up
+   * subscriber's connection. A build still running then is abandoned (`shutdown_abandoned`).
    */
-  close(): void {
+  close(): Promise<void> {
+    this.closing ??= this.shutDown();
+    return this.closing;
+  }
+
+  private async shutDown(): Promise<void> {
+    this.wait.end();
+    await this.lock.close();
+    const count = this.flights.size;
+    if (count > 0) {
+      const params = { COUNT: count, SECONDS: this.shutdownTimeout };
+      this.log.warn('shutdown_abandoned', this.messages.render('shutdown_abandoned', params));
+    }
     this.admission.close();
     this.wait.close();
   }
@@ -146,17 +167,12 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     return this.flights.size;
   }
 
-  /** @internal `options` over the engine's defaults, complete: `run` takes them as they are. */
+  /**
+   * @internal `options` over the engine's defaults, complete (`run` takes them as they are);
+   * throws a `BufferLockConfigError` for an invalid one.
+   */
   settingsFor(options?: SingleFlightOptions | SingleFlightSettings): SingleFlightSettings {
-    if (options === undefined || this.complete.has(options as SingleFlightSettings)) {
-      return (options as SingleFlightSettings | undefined) ?? this.defaults;
-    }
-    const settings: Record<string, unknown> = { ...this.defaults };
-    for (const [key, value] of Object.entries(options)) {
-      if (value !== undefined) settings[key] = value;
-    }
-    this.complete.add(settings as SingleFlightSettings);
-    return settings as SingleFlightSettings;
+    return this.settings.of(options);
   }
 
   /**
@@ -170,7 +186,13 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     work: () => T,
     options?: SingleFlightOptions,
   ): Promise<Awaited<T> | undefined> {
-    const settings = this.settingsFor(options);
+    let settings: SingleFlightSettings;
+    try {
+      if (this.closing) throw this.closed();
+      settings = this.settingsFor(options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     // A key that is no string is not a flight: acquire reports it in the catalog's words.
     if (typeof cacheKey !== 'string') return this.runs.promise(cacheKey, undefined, work, settings);
     const redisKey = this.lock.redisKey(cacheKey);
@@ -217,6 +239,7 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
     options?: SingleFlightOptions,
   ): Observable<T | undefined> {
     return defer((): Observable<T | undefined> => {
+      if (this.closing) throw this.closed();
       const settings = { ...this.settingsFor(options), share: false };
       // A key that is no string is not a flight: acquire reports it in the catalog's words.
       if (typeof cacheKey !== 'string') {
@@ -278,6 +301,10 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
   /** @internal */
   async [SUBSCRIBER_STATE](): Promise<SubscriberState> {
     return (await this.wait.subscriberUsable()) ? 'usable' : 'unusable';
+  }
+
+  private closed(): LockError {
+    return new LockError('lock_closed', this.messages.render('lock_closed'));
   }
 
   private traceOf(cacheKey: string, redisKey: string): FlightTrace {
