@@ -5,14 +5,12 @@ import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
 import { resolveFlightOptions, type BufferLockOptions } from '../options/buffer-lock.options.js';
 import {
-  CacheOptionsDto,
   isTags,
   type BufferCacheOptions,
   type CacheSettings,
   type HttpCacheOptionsDto,
 } from '../options/cache.options.js';
 import { within } from '../options/seconds.js';
-import { optionNames, validateOptions } from '../options/validate-options.js';
 import { LocalFlights } from '../single-flight/local-flights.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 import { ThrottledLog } from '../single-flight/throttled-log.js';
@@ -23,20 +21,12 @@ import {
   type CacheTrace,
 } from '../telemetry/channels.js';
 import type { BufferCacheEvents } from '../types/events.js';
-import { EntryBuilder, type Built } from './entry-builder.js';
+import { CallSettings } from './call-settings.js';
+import { EntryBuilder, refreshesEarly, type Built } from './entry-builder.js';
 import { EntryStore, type CacheEntry, type Found } from './entry-store.js';
+import { SharedLookups, type CacheLookup } from './shared-lookups.js';
 
-/** One lookup's value and how it was had (the interceptor's `X-Cache`). */
-export interface CacheLookup<T> {
-  readonly value: T;
-  readonly status: 'hit' | 'miss' | 'stale';
-}
-
-/** A lookup under way, and the settings it runs with. */
-interface Running {
-  readonly settings: CacheSettings;
-  readonly outcome: Promise<CacheLookup<unknown>>;
-}
+export type { CacheLookup } from './shared-lookups.js';
 
 /** The lookup with its status, for the interceptor. */
 export const LOOKUP: unique symbol = Symbol('lookup');
@@ -52,8 +42,8 @@ export const HTTP: unique symbol = Symbol('http');
 const spaced = (key: string, url = false): string =>
   url ? `\0u${key}` : typeof key === 'string' && key.startsWith('\0') ? `\0${key}` : key;
 
-const OPTION_NAMES = optionNames(CacheOptionsDto);
-const MAX_KEPT_SETTINGS = 1000;
+/** Lookups again after an outdated build, before a call makes its value for itself. */
+const MAX_RETRIES = 2;
 
 /**
  * A cache that one worker in the whole fleet fills: a fresh hit is one store read and no lock; a
@@ -70,18 +60,14 @@ const MAX_KEPT_SETTINGS = 1000;
 export class BufferCache extends EventEmitter<BufferCacheEvents> {
   private readonly lock: RedisLockService;
   private readonly messages: BufferLockMessages;
-  private readonly defaults: CacheSettings;
+  private readonly settings: CallSettings;
   private readonly now: () => number;
   private readonly entries: EntryStore;
   private readonly builder: EntryBuilder;
   private readonly builds = new LocalFlights();
-  // Settings by their values: callers pass a new literal each call, and validating costs.
-  private readonly kept = new Map<string, CacheSettings>();
   // The last key's lock key: a stampede asks for one key many times in a row, and hashing costs.
   private last: { key: string; lockKey: string } | undefined;
-  // The lookups under way, by lock key: a call of the key with the same settings takes the
-  // outcome of the one under way, so a stampede's callers in a process cost a promise each.
-  private readonly running = new Map<string, Running>();
+  private readonly lookups = new SharedLookups();
   /** @internal */
   readonly [HTTP]: Readonly<HttpCacheOptionsDto>;
 
@@ -102,11 +88,12 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     const now = (this.now = given.now ?? Date.now);
     const { cacheDefaults } = options;
     this[HTTP] = options.http;
-    this.defaults = {
+    const defaults = {
       ...cacheDefaults,
       lockTtl: cacheDefaults.lockTtl ?? options.ttl,
       lockTimeout: cacheDefaults.lockTimeout ?? options.lockTimeout,
     };
+    this.settings = new CallSettings(defaults, messages);
     const log = new ThrottledLog(options.logger, messages, options.logInterval * 1000, now);
     const parts = { lock, options, messages, log, now };
     const entries = (this.entries = new EntryStore(parts, given.store ?? options.cache));
@@ -151,15 +138,17 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     answer: boolean,
   ): Promise<unknown> {
     key = spaced(key);
-    const settings = this.settingsOf(options);
+    const settings = this.settings.of(options);
     const lockKey = this.lockKeyOf(key);
     const stamps = await this.entries.stamps(settings.tags);
-    const text = this.entries.encode(key, value, settings, 0, stamps);
+    const text = this.entries.codec.encode(key, value, settings, 0, stamps);
     const keep = settings.l1 && this.entries.keepsCopies;
     // Decoded only for what needs the value as a hit returns it: l1's copy, @CachePut's answer.
-    const entry = keep || answer ? this.entries.decode(text) : undefined;
+    const entry = keep || answer ? this.entries.codec.decode(text) : undefined;
     // Tags whose versions could not be read: nothing is written that could not be invalidated.
-    if (stamps) await this.entries.write(key, lockKey, text, settings, keep ? entry : undefined);
+    if (stamps)
+      await this.entries.write(key, lockKey, text, settings, true, keep ? entry : undefined);
+    this.lookups.detach(lockKey);
     return entry?.value;
   }
 
@@ -175,6 +164,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     }
     try {
       await this.entries.deleteByTag(list);
+      this.lookups.detachTagged(list);
     } catch (error) {
       const text = this.messages.render('cache_delete_by_tag_failed', { ERROR: errorText(error) });
       throw new LockError('cache_delete_by_tag_failed', text, { cause: error });
@@ -184,7 +174,9 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   /** Deletes the entry of `key`: the next call builds it (once across the fleet). */
   async delete(key: string): Promise<void> {
     key = spaced(key);
-    await this.entries.delete(key, this.lockKeyOf(key));
+    const lockKey = this.lockKeyOf(key);
+    await this.entries.delete(key, lockKey);
+    this.lookups.detach(lockKey);
   }
 
   /** @internal */
@@ -196,7 +188,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   ): Promise<CacheLookup<Awaited<T>>> {
     try {
       key = spaced(key, url);
-      const settings = this.settingsOf(options);
+      const settings = this.settings.of(options);
       const held = settings.l1 ? this.entries.local(key) : undefined;
       const traced = cacheChannel.hasSubscribers;
       // A fresh copy in `l1` is served with nothing sent, unless the call is traced.
@@ -211,10 +203,11 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
           this.lookup(key, lockKey, factory, settings, trace, held),
         );
       }
-      const running = this.running.get(lockKey);
+      const running = this.lookups.under(lockKey, settings);
       // The value is the one of the same key's factory: its type is the caller's.
-      if (running?.settings === settings) {
-        return this.joined(running.outcome as Promise<CacheLookup<Awaited<T>>>, key);
+      if (running) {
+        const outcome = running as Promise<CacheLookup<Awaited<T>>>;
+        return this.joined(outcome, key, lockKey, factory, settings);
       }
       const outcome = this.lookup(
         key,
@@ -224,22 +217,31 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
         this.builder.traceOf(key, lockKey),
         held,
       );
-      this.running.set(lockKey, { settings, outcome });
-      const forget = (): void => {
-        if (this.running.get(lockKey)?.outcome === outcome) this.running.delete(lockKey);
-      };
-      outcome.then(forget, forget);
+      this.lookups.share(lockKey, settings, outcome);
       return outcome;
     } catch (error) {
       return Promise.reject(error);
     }
   }
 
-  /** A call that took the outcome of the lookup under way: its event is its own. */
-  private joined<T>(outcome: Promise<CacheLookup<T>>, key: string): Promise<CacheLookup<T>> {
+  /**
+   * A call that took the outcome of the lookup under way: its event is its own. An outdated
+   * outcome is looked up again: this call may have begun after the write that outdated it.
+   */
+  private joined<T>(
+    outcome: Promise<CacheLookup<T>>,
+    key: string,
+    lockKey: string,
+    factory: () => T | Promise<T>,
+    settings: CacheSettings,
+  ): Promise<CacheLookup<Awaited<T>>> {
     return outcome.then((found) => {
+      if (this.lookups.isOutdated(found)) {
+        const trace = this.builder.traceOf(key, lockKey);
+        return this.lookup(key, lockKey, factory, settings, trace, undefined, MAX_RETRIES - 1);
+      }
       this.emit(found.status, key);
-      return found;
+      return found as CacheLookup<Awaited<T>>;
     });
   }
 
@@ -250,6 +252,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     settings: CacheSettings,
     trace: CacheTrace,
     held: CacheEntry | undefined,
+    retries = MAX_RETRIES,
   ): Promise<CacheLookup<Awaited<T>>> {
     const found: Found = held
       ? { entry: held, lockHeld: false }
@@ -266,7 +269,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       const refreshed = this.builder.refresh(key, lockKey, factory, settings);
       const fresh =
         settings.timeout > 0 && (await within(refreshed, settings.timeout, () => undefined));
-      if (fresh) return { value: fresh.value as Awaited<T>, status: 'miss' };
+      if (fresh && !fresh.outdated) return { value: fresh.value as Awaited<T>, status: 'miss' };
       return { value: entry.value as Awaited<T>, status: 'stale' };
     }
     trace.role = 'miss';
@@ -279,7 +282,12 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       const started = nowMs();
       const built = await joined.finally(() => (trace.waitMs = nowMs() - started));
       trace.built = false;
-      return { value: built!.value as Awaited<T>, status: 'miss' };
+      if (!built!.outdated) return { value: built!.value as Awaited<T>, status: 'miss' };
+      // This call may have begun after the write that outdated the build: it looks up again.
+      if (retries > 0)
+        return this.lookup(key, lockKey, factory, settings, trace, undefined, retries - 1);
+      const own = this.entries.codec.roundTrip(key, await factory(), settings);
+      return { value: own as Awaited<T>, status: 'miss' };
     }
     // A lock seen held is waited for before the first try: its build is running.
     const building = this.builds.startPromise(lockKey, () =>
@@ -287,7 +295,9 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     );
     this.emit('miss', key);
     const built = await building;
-    return { value: built!.value as Awaited<T>, status: 'miss' };
+    const answer: CacheLookup<Awaited<T>> = { value: built!.value as Awaited<T>, status: 'miss' };
+    if (built!.outdated) this.lookups.markOutdated(answer);
+    return answer;
   }
 
   /** A fresh entry's answer; it may start the early refresh (`lockKey` is made then if not given). */
@@ -300,33 +310,11 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   ): CacheLookup<Awaited<T>> {
     this.emit('hit', key);
     const now = this.now();
-    if (settings.earlyRefresh !== false && this.early(entry, now, settings)) {
+    if (refreshesEarly(entry, now, settings)) {
       lockKey ??= this.lockKeyOf(key);
       void this.builder.refresh(key, lockKey, factory, settings, entry.freshUntil);
     }
     return { value: entry.value as Awaited<T>, status: 'hit' };
-  }
-
-  // XFetch (Vattani et al., PVLDB 2015), bounded to the last half of `ttl`: at most ~2 builds a ttl.
-  private early(entry: CacheEntry, now: number, settings: CacheSettings): boolean {
-    const left = entry.freshUntil - now;
-    const beta = settings.earlyRefresh === true ? 1 : Number(settings.earlyRefresh);
-    return left < settings.ttl * 500 && -entry.deltaMs * beta * Math.log(Math.random()) >= left;
-  }
-
-  /** A call's options over the defaults, validated once per set of values. */
-  private settingsOf(options: BufferCacheOptions | undefined): CacheSettings {
-    if (options === undefined) return this.defaults;
-    const id = idOf(options);
-    const kept = id === undefined ? undefined : this.kept.get(id);
-    if (kept) return kept;
-    const own = validateOptions(CacheOptionsDto, options, this.messages, 'partial');
-    const settings: Record<string, unknown> = { ...this.defaults };
-    for (const [name, value] of Object.entries(own))
-      if (value !== undefined) settings[name] = value;
-    if (this.kept.size >= MAX_KEPT_SETTINGS) this.kept.clear();
-    if (id !== undefined) this.kept.set(id, settings as CacheSettings);
-    return settings as CacheSettings;
   }
 
   private lockKeyOf(key: string): string {
@@ -339,22 +327,4 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     this.last = { key, lockKey };
     return lockKey;
   }
-}
-
-/**
- * The options' names and values; `undefined` for a name the cache does not know (it is refused)
- * or a value that is no number or string: `['30']` must not pass for `'30'`.
- */
-function idOf(options: BufferCacheOptions): string | undefined {
-  let id = '';
-  for (const name of Object.keys(options)) {
-    const value: unknown = options[name as keyof BufferCacheOptions];
-    if (value === undefined) continue;
-    if (!OPTION_NAMES.has(name)) return undefined;
-    if (typeof value === 'number' || typeof value === 'boolean') id += `${name}:${value}|`;
-    else if (name === 'tags' && isTags(value)) id += `${name}:${JSON.stringify(value)}|`;
-    else if (typeof value === 'string') id += `${name}:${JSON.stringify(value)}|`;
-    else return undefined;
-  }
-  return id;
 }

@@ -14,12 +14,23 @@ import {
   type FlightTrace,
 } from '../telemetry/channels.js';
 import type { BufferCacheEvents } from '../types/events.js';
+import { RELEASE_WRITING } from '../lock/redis-lock.service.js';
+import { backoffKey } from '../redis/keys.js';
+import { lockPttl } from '../redis/plain-commands.js';
+import type { CacheEntry } from './entry-codec.js';
 import type { CacheParts, EntryStore } from './entry-store.js';
+import type { TagStamp } from './tag-versions.js';
 
 /** One build's value, and whether this process ran the factory for it. */
 export interface Built {
   readonly value: unknown;
   readonly built: boolean;
+  /**
+   * A write or a tag delete came after the build began: its value was not stored, and only the
+   * calls that were waiting for it take it (a call that joins later might have begun after the
+   * write).
+   */
+  readonly outdated?: boolean;
 }
 
 export interface EntryBuilderParts extends CacheParts {
@@ -42,6 +53,14 @@ interface BuildContext {
 
 const MAX_BACKOFF_MS = 30_000;
 const SWEEP_MS = 5000;
+
+// XFetch (Vattani et al., PVLDB 2015), bounded to the last half of `ttl`: at most ~2 builds a ttl.
+export function refreshesEarly(entry: CacheEntry, now: number, settings: CacheSettings): boolean {
+  if (settings.earlyRefresh === false) return false;
+  const left = entry.freshUntil - now;
+  const beta = settings.earlyRefresh === true ? 1 : Number(settings.earlyRefresh);
+  return left < settings.ttl * 500 && -entry.deltaMs * beta * Math.log(Math.random()) >= left;
+}
 
 const backoffMs = (failures: number): number =>
   Math.min(MAX_BACKOFF_MS, 1000 * 2 ** (failures - 1));
@@ -77,6 +96,8 @@ export class EntryBuilder {
     const { engine, entries, now, events, options, messages } = this.parts;
     const { hardTimeout } = settings;
     let payload: string | undefined;
+    let stamps: readonly TagStamp[] | undefined;
+    let outdated = false;
     // Read again under the lock: another worker may have just written the entry. After a wake-up,
     // the entry it carried.
     const fresh = async (carried?: string): Promise<{ value: Built } | undefined> => {
@@ -89,17 +110,17 @@ export class EntryBuilder {
       const found = claimed ? undefined : await fresh();
       if (found) return found.value;
       // Read before the value is made: a tag deleted while it is made makes it a miss.
-      const stamps = await entries.stamps(settings.tags);
+      stamps = await entries.stamps(settings.tags);
       const started = now();
       const value = await bounded(factory());
-      const text = entries.encode(key, value, settings, now() - started, stamps);
+      const text = entries.codec.encode(key, value, settings, now() - started, stamps);
       // Without the lock no release follows: the entry is written here. Tags whose versions
       // could not be read: nothing is written that could not be invalidated.
       if (!stamps) payload = undefined;
       else if (currentFlight()?.locked) payload = text;
-      else await entries.write(key, lockKey, text, settings);
+      else await entries.write(key, lockKey, text, settings, false);
       // What a hit will return: the value as the serializer gives it back.
-      return { value: entries.decode(text).value, built: true };
+      return { value: entries.codec.decode(text).value, built: true };
     };
     // Past `hardTimeout` the build fails (its lock is released) and a late value is dropped.
     const bounded = (made: unknown): unknown => {
@@ -119,7 +140,11 @@ export class EntryBuilder {
     };
     const hooks = {
       peek: fresh,
-      release: (guard: LockGuard) => entries.writeAndRelease(guard, key, payload, settings),
+      release: async (guard: LockGuard): Promise<LockError | undefined> => {
+        const released = await entries.writeAndRelease(guard, key, payload, settings);
+        outdated = released.outdated;
+        return released.error;
+      },
       failed,
       lockHeld,
       claimed,
@@ -134,6 +159,9 @@ export class EntryBuilder {
       trace.holdMs = times.holdMs;
     }
     trace.built = outcome?.built ?? false;
+    if (outcome?.built && (outdated || (stamps?.length && !(await entries.hold(stamps, true))))) {
+      outcome = { ...outcome, outdated: true };
+    }
     if (outcome?.built) events.emit('built', key);
     else if (outcome && onBusy === 'wait') events.emit('shared', key);
     return outcome;
@@ -155,15 +183,14 @@ export class EntryBuilder {
     const hold = (guard: LockGuard): Promise<void> => this.holdAfterFailure(guard, lockKey);
     const trace = this.traceOf(key, lockKey, 'refresh');
     const refresh = traced(cacheChannel, trace, async () => {
-      const built = await this.build(key, lockKey, factory, settings, 'skip', trace, {
-        failed: hold,
-        seen,
-      });
+      const built = (await this.backingOff(lockKey))
+        ? undefined
+        : await this.build(key, lockKey, factory, settings, 'skip', trace, { failed: hold, seen });
       if (built === undefined) trace.outcome = 'skipped';
       return built;
     }).then(
       (built) => {
-        this.backoff.delete(lockKey);
+        if (built) this.backoff.delete(lockKey);
         return built;
       },
       (error: unknown) => {
@@ -176,14 +203,33 @@ export class EntryBuilder {
     return refresh;
   }
 
-  /** A failed refresh keeps the lock for the back-off: no worker in the fleet retries before. */
+  /**
+   * A failed refresh releases the lock and leaves a back-off mark for as long: no worker in the
+   * fleet refreshes the key before, while a miss (no entry to serve) still builds at once.
+   */
   private async holdAfterFailure(guard: LockGuard, lockKey: string): Promise<void> {
     const { lock, now } = this.parts;
     const failures = (this.backoff.get(lockKey)?.failures ?? 0) + 1;
     const ms = backoffMs(failures);
     this.backOff(lockKey, { until: now() + ms, failures });
-    const [extended] = await lock.extend(guard, ms / 1000);
-    if (!extended) await lock.release(guard);
+    const mark = { prefix: '', role: 'backoff' as const, payload: '1', ttlMs: ms };
+    await lock[RELEASE_WRITING](guard, mark);
+  }
+
+  /** Whether another worker's failed refresh of the key is still backing off (read once). */
+  private async backingOff(lockKey: string): Promise<boolean> {
+    const { lock, now } = this.parts;
+    let ms: number;
+    try {
+      ms = Number(await lockPttl(await lock.getClient(), backoffKey(lockKey)));
+    } catch {
+      // Unknown: the refresh's own acquire meets the trouble, as without a back-off.
+      return false;
+    }
+    if (!(ms > 0)) return false;
+    const failures = this.backoff.get(lockKey)?.failures ?? 1;
+    this.backOff(lockKey, { until: now() + ms, failures });
+    return true;
   }
 
   // A failure counts for its back-off and as long again (the next one doubles it), then goes:

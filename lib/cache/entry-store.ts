@@ -1,4 +1,4 @@
-import { LockError } from '../errors/lock.error.js';
+import type { LockError } from '../errors/lock.error.js';
 import type { LockGuard } from '../lock/lock-results.js';
 import {
   ACQUIRE_UNLESS_FOUND,
@@ -10,31 +10,20 @@ import { errorText } from '../messages/error-text.js';
 import type { CacheSettings } from '../options/cache.options.js';
 import { toMilliseconds } from '../options/seconds.js';
 import { slotKey } from '../redis/keys.js';
-import { carriedPayload } from '../redis/lock-commands.js';
+import { carriedPayload, writeOutdating } from '../redis/lock-commands.js';
 import type { FlightOptions } from '../options/buffer-lock.options.js';
-import {
-  JSON_RESULT_SERIALIZER,
-  UnserializableValueError,
-  type ResultSerializer,
-} from '../serialization/result-serializer.js';
+import { JSON_RESULT_SERIALIZER } from '../serialization/result-serializer.js';
 import type { ThrottledLog } from '../single-flight/throttled-log.js';
 import type { RedisScriptClient } from '../types/clients.js';
 import { lockChannel } from '../telemetry/channels.js';
 import { cacheStoreOf, RedisCacheStore, type BufferCacheStore } from './cache-store.js';
+import { EntryCodec, type CacheEntry } from './entry-codec.js';
+import { CopyAnnouncer } from './copy-announcer.js';
 import { InvalidationBus } from './invalidation-bus.js';
 import { LocalTier } from './local-tier.js';
 import { TAG_KEEP_MS, TagVersions, type TagStamp } from './tag-versions.js';
 
-/** One cached value: fresh until `freshUntil`, servable stale until `staleUntil` (epoch ms). */
-export interface CacheEntry {
-  readonly value: unknown;
-  readonly freshUntil: number;
-  readonly staleUntil: number;
-  /** How long its build took, for `earlyRefresh`; `0` for a `set()`. */
-  readonly deltaMs: number;
-  /** The versions of its tags when it was built; none when it has no tags. */
-  readonly tags?: readonly TagStamp[];
-}
+export type { CacheEntry } from './entry-codec.js';
 
 /**
  * A lookup's entry; on a miss in the built-in store, whether the key's lock was held then, or the
@@ -44,6 +33,12 @@ export interface Found {
   readonly entry: CacheEntry | undefined;
   readonly lockHeld: boolean;
   readonly claim?: () => LockGuard | undefined;
+}
+
+/** A build's release: its failure, and whether the entry was left unstored as outdated. */
+export interface Released {
+  readonly error: LockError | undefined;
+  readonly outdated: boolean;
 }
 
 /** What the cache's parts share. */
@@ -62,12 +57,14 @@ export interface CacheParts {
 export class EntryStore {
   private readonly store: BufferCacheStore;
   private readonly builtIn: boolean;
-  private readonly serializer: ResultSerializer;
+  /** Entries as the store's text. */
+  readonly codec: EntryCodec;
   private readonly reading = new Map<string, Promise<Found>>();
   private readonly bus: InvalidationBus;
   /** The module's `l1`, if it has one. */
   private readonly tier: LocalTier<CacheEntry> | undefined;
   private readonly tags: TagVersions;
+  private readonly copies: CopyAnnouncer;
 
   constructor(
     private readonly parts: CacheParts,
@@ -76,7 +73,8 @@ export class EntryStore {
     const { lock, options, now } = parts;
     this.store = cache ? cacheStoreOf(cache) : new RedisCacheStore(() => lock.getClient());
     this.builtIn = this.store instanceof RedisCacheStore;
-    this.serializer = options.serializer ?? JSON_RESULT_SERIALIZER;
+    const serializer = options.serializer ?? JSON_RESULT_SERIALIZER;
+    this.codec = new EntryCodec({ serializer, messages: parts.messages, log: parts.log, now });
     const client = (): Promise<RedisScriptClient> => lock.getClient();
     const prefix = options.cachePrefix;
     const bus = (this.bus = new InvalidationBus({
@@ -85,6 +83,7 @@ export class EntryStore {
     }));
     const l1 = options.l1;
     if (l1) this.tier = new LocalTier(bus, l1);
+    this.copies = new CopyAnnouncer(bus, this.tier, parts);
     const trustMs = (l1 ? l1.maxAge : DEFAULT_TRUST_SECONDS) * 1000;
     this.tags = new TagVersions({ bus, client, prefix, now, trustMs });
   }
@@ -113,8 +112,9 @@ export class EntryStore {
   }
 
   /** Every entry that carries one of `tags` is a miss from now on, in every process. */
-  deleteByTag(tags: readonly string[]): Promise<void> {
-    return this.tags.bump(tags);
+  async deleteByTag(tags: readonly string[]): Promise<void> {
+    await this.tags.bump(tags);
+    this.reading.clear();
   }
 
   /**
@@ -153,17 +153,21 @@ export class EntryStore {
     return this.checked(await this.stored(key, lockKey, carried));
   }
 
+  /** Whether `stamps` are still their tags' versions (with `read`, as Redis has them now). */
+  async hold(stamps: readonly TagStamp[], read = false): Promise<boolean> {
+    try {
+      return await this.tags.verify(stamps, read);
+    } catch (error) {
+      this.storeFailed(error);
+      return false;
+    }
+  }
+
   /** The entry, unless a tag it carries has a new version since it was built. */
   private async checked(entry: CacheEntry | undefined): Promise<CacheEntry | undefined> {
     if (!entry?.tags) return entry;
-    try {
-      const valid = this.tags.check(entry.tags) ?? (await this.tags.verify(entry.tags));
-      return valid ? entry : undefined;
-    } catch (error) {
-      // Versions that cannot be read cannot vouch for it: a miss, as a failed read is.
-      this.storeFailed(error);
-      return undefined;
-    }
+    // Versions that cannot be read cannot vouch for it: a miss, as a failed read is.
+    return (this.tags.check(entry.tags) ?? (await this.hold(entry.tags))) ? entry : undefined;
   }
 
   private async stored(
@@ -174,12 +178,12 @@ export class EntryStore {
     const text = carriedPayload(carried, 'entry');
     if (text !== undefined) {
       try {
-        return this.decode(text);
+        return this.codec.decode(text);
       } catch {
         // Unreadable here as in the store: read it, and say so there.
       }
     }
-    return this.decoded(await this.guarded(() => this.store.get(this.keyOf(key, lockKey))));
+    return this.codec.stored(await this.guarded(() => this.store.get(this.keyOf(key, lockKey))));
   }
 
   private async lookupWithLock(storeKey: string, lockKey: string): Promise<Found> {
@@ -187,163 +191,100 @@ export class EntryStore {
     const answer = await this.guarded(() => store.lookup(storeKey, lockKey));
     // PTTL: -2 when the lock is free, -1 (no expiry) or more when it is held.
     if (typeof answer === 'number') return { entry: undefined, lockHeld: answer >= -1 };
-    return { entry: this.decoded(answer), lockHeld: false };
+    return { entry: this.codec.stored(answer), lockHeld: false };
   }
 
   private async lookupTaking(storeKey: string, lockKey: string, lockTtl: number): Promise<Found> {
     const answer = await this.parts.lock[ACQUIRE_UNLESS_FOUND](lockKey, storeKey, lockTtl);
-    if ('found' in answer) return { entry: this.decoded(answer.found), lockHeld: false };
+    if ('found' in answer) return { entry: this.codec.stored(answer.found), lockHeld: false };
     const [guard, error] = answer;
-    if (error) {
-      // As a failed read: a miss, logged; the build's own acquire meets the trouble again.
-      this.storeFailed(error.cause ?? error);
-      return { entry: undefined, lockHeld: false };
-    }
-    if (!guard) return { entry: undefined, lockHeld: true };
-    let left: LockGuard | undefined = guard;
-    const claim = (): LockGuard | undefined => {
-      const taken = left;
-      left = undefined;
-      return taken;
-    };
-    return { entry: undefined, lockHeld: false, claim };
-  }
-
-  /** A stored text as an entry; an unreadable one is a miss, logged. */
-  private decoded(stored: unknown): CacheEntry | undefined {
-    if (stored === undefined || stored === null) return undefined;
-    try {
-      return this.decode(stored);
-    } catch (error) {
-      const { messages, log } = this.parts;
-      const line = messages.render('cache_entry_unreadable', { ERROR: errorText(error) });
-      log.warn('cache_entry_unreadable', line);
-      return undefined;
-    }
-  }
-
-  // `freshUntil:staleUntil:deltaMs:payload`: the serializer sees the user's value alone.
-  encode(
-    key: string,
-    value: unknown,
-    settings: CacheSettings,
-    deltaMs = 0,
-    stamps: readonly TagStamp[] = [],
-  ): string {
-    const { messages, now } = this.parts;
-    let payload: string;
-    try {
-      payload = this.serializer.serialize(value);
-    } catch (error) {
-      const { what, path } =
-        error instanceof UnserializableValueError
-          ? error.problem
-          : { what: errorText(error), path: '$' };
-      const text = messages.render('cache_value_unserializable', {
-        KEY: key,
-        WHAT: what,
-        PATH: path,
-      });
-      throw new LockError('cache_value_unserializable', text, { cause: error });
-    }
-    // A UTF-8 byte is at most 3 per UTF-16 unit: a short payload is not measured.
-    const max = settings.maxValueBytes;
-    const bytes = payload.length * 3 > max ? Buffer.byteLength(payload) : 0;
-    if (bytes > max) {
-      const text = messages.render('cache_value_too_large', { KEY: key, BYTES: bytes, MAX: max });
-      throw new LockError('cache_value_too_large', text);
-    }
-    const freshUntil = now() + toMilliseconds(settings.ttl);
-    const head = `${freshUntil}:${freshUntil + settings.grace * 1000}:${deltaMs}`;
-    if (stamps.length === 0) return `${head}:${payload}`;
-    const tags = JSON.stringify(stamps);
-    return `${head};${tags.length}:${tags}${payload}`;
+    // As a failed read: a miss, logged; the build's own acquire meets the trouble again.
+    if (error) this.storeFailed(error.cause ?? error);
+    return guard
+      ? { entry: undefined, lockHeld: false, claim: claimOnce(guard) }
+      : { entry: undefined, lockHeld: !error };
   }
 
   /**
    * Writes the entry; every `l1` drops its copy, and this one keeps `kept` (its decoded value)
-   * when the store took it and nothing was heard since before the write.
+   * when the store took it and nothing was heard since before the write. An `outdating` write (a
+   * `set()`) also outdates the build in flight on the key: its release then stores nothing.
    */
   async write(
     key: string,
     lockKey: string,
     text: string,
     settings: CacheSettings,
+    outdating: boolean,
     kept?: CacheEntry,
   ): Promise<void> {
     const storeKey = this.keyOf(key, lockKey);
     const before = this.tier ? this.bus.mark() : undefined;
+    const ttlMs = ttlMsOf(settings);
     let stored = true;
     try {
-      await this.store.set(storeKey, text, ttlMsOf(settings));
+      if (!outdating) await this.store.set(storeKey, text, ttlMs);
+      else await this.outdating(lockKey, storeKey, text, ttlMs);
     } catch (error) {
       stored = false;
       this.storeFailed(error);
     }
-    await this.announced(key, stored ? kept : undefined, before);
+    // A read under way began before this write: a lookup after it reads again.
+    this.reading.delete(storeKey);
+    await this.copies.announced(key, stored ? kept : undefined, before);
   }
 
+  /** Deletes the entry and outdates the build in flight on the key, if any. */
   async delete(key: string, lockKey: string): Promise<void> {
-    await this.guarded(() => this.store.delete(this.keyOf(key, lockKey)));
-    await this.announced(key);
+    const storeKey = this.keyOf(key, lockKey);
+    await this.guarded(() => this.outdating(lockKey, storeKey, undefined, 0));
+    this.reading.delete(storeKey);
+    await this.copies.announced(key);
   }
 
   /**
-   * With `l1`: this process's copy of `key` is dropped and the other workers are told to drop
-   * theirs; `kept` is kept if the only thing heard since `before` is this announcement (another
-   * worker's write of the key, heard meanwhile, may have come after this one in the store).
+   * One script on the built-in store. On another store the build is outdated first, then the
+   * entry written: a build whose release came before the mark is overwritten by this write, and
+   * one whose release comes after it deletes what it wrote (`writeAndRelease`).
    */
-  private async announced(key: string, kept?: CacheEntry, before?: number): Promise<void> {
-    const tier = this.tier;
-    if (!tier) return;
-    const published = this.bus.announceKey(key);
-    try {
-      await published;
-    } catch (error) {
-      const { messages, log, options } = this.parts;
-      const seconds = options.l1 ? options.l1.maxAge : 0;
-      const line = messages.render('l1_publish_failed', {
-        ERROR: errorText(error),
-        SECONDS: seconds,
-      });
-      log.warn('l1_publish_failed', line);
-      return;
-    }
-    if (kept && before !== undefined) tier.put(key, kept, before + 1, this.parts.now());
+  private async outdating(
+    lockKey: string,
+    storeKey: string,
+    text: string | undefined,
+    ttlMs: number,
+  ): Promise<void> {
+    const client = (): Promise<RedisScriptClient> => this.parts.lock.getClient();
+    if (this.builtIn)
+      return void (await writeOutdating(await client(), lockKey, storeKey, text, ttlMs));
+    // Without the lock's Redis no build holds a lock to outdate: the store is written all the same.
+    await this.guarded(async () => writeOutdating(await client(), lockKey));
+    if (text === undefined) await this.store.delete(storeKey);
+    else await this.store.set(storeKey, text, ttlMs);
   }
+
   /**
    * Writes the entry (when one was built) and releases the lock, whose wake-up carries the entry:
-   * one script on the built-in store.
+   * one script on the built-in store. `outdated`: nothing was stored, as a write of the key came
+   * after the build began (or its lock was lost); on another store its write is deleted again.
    */
   async writeAndRelease(
     guard: LockGuard,
     key: string,
     text: string | undefined,
     settings: CacheSettings,
-  ): Promise<LockError | undefined> {
+  ): Promise<Released> {
     const { lock, options } = this.parts;
-    if (text === undefined) return (await lock.release(guard))[1];
-    if (!this.builtIn) await this.write(key, guard.key, text, settings);
+    if (text === undefined) return { error: (await lock.release(guard))[1], outdated: false };
+    if (!this.builtIn) await this.write(key, guard.key, text, settings, false);
     const prefix = this.builtIn ? options.cachePrefix : undefined;
     const write = { prefix, payload: text, ttlMs: ttlMsOf(settings), carried: 'entry' as const };
-    const [, error] = await lock[RELEASE_WRITING](guard, write);
-    if (this.builtIn) await this.announced(key);
-    return error;
-  }
-
-  // `freshUntil:staleUntil:deltaMs:payload`, or with tags `…:deltaMs;length:[[tag, version], …]payload`.
-  decode(text: unknown): CacheEntry {
-    const head = typeof text === 'string' ? ENTRY_HEAD.exec(text) : null;
-    const [freshUntil, staleUntil, deltaMs] = (head ?? []).slice(1, 4).map(Number) as number[];
-    if (!head || ![freshUntil, staleUntil, deltaMs].every(Number.isFinite)) {
-      throw new TypeError('not a cache entry');
+    const [written, error] = await lock[RELEASE_WRITING](guard, write);
+    const outdated = !written && !error;
+    if (outdated && !this.builtIn) {
+      await this.guarded(() => this.store.delete(this.keyOf(key, guard.key)));
     }
-    const body = (text as string).slice(head[0].length);
-    const tagsLength = head[4] === undefined ? 0 : Number(head[4]);
-    const tags = tagsLength > 0 ? stampsOf(body.slice(0, tagsLength)) : undefined;
-    const value = this.serializer.deserialize(body.slice(tagsLength));
-    const entry = { value, freshUntil: freshUntil!, staleUntil: staleUntil!, deltaMs: deltaMs! };
-    return tags ? { ...entry, tags } : entry;
+    if (this.builtIn || outdated) await this.copies.announced(key);
+    return { error, outdated };
   }
 
   private keyOf(key: string, lockKey: string): string {
@@ -373,16 +314,15 @@ const ttlMsOf = (settings: CacheSettings): number => {
   return settings.tags.length > 0 ? Math.min(ms, TAG_KEEP_MS) : ms;
 };
 
-const ENTRY_HEAD = /^([^:]+):([^:]+):([^:;]+)(?:;(\d+))?:/;
-
 /** Seconds a tag version is trusted without `l1` (with it, its `maxAge`). */
 const DEFAULT_TRUST_SECONDS = 5;
 
-const isStamp = (s: unknown): boolean =>
-  Array.isArray(s) && s.length === 2 && s.every((part) => typeof part === 'string');
-
-function stampsOf(text: string): readonly TagStamp[] {
-  const stamps: unknown = JSON.parse(text);
-  if (!Array.isArray(stamps) || !stamps.every(isStamp)) throw new TypeError('not a cache entry');
-  return stamps as TagStamp[];
+/** The lock a lookup took, given once: to the caller that builds. */
+function claimOnce(guard: LockGuard): () => LockGuard | undefined {
+  let left: LockGuard | undefined = guard;
+  return () => {
+    const taken = left;
+    left = undefined;
+    return taken;
+  };
 }

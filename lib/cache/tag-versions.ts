@@ -58,9 +58,12 @@ export class TagVersions {
     return valid;
   }
 
-  /** Whether every stamp still holds, reading the versions not known; a missing key has changed. */
-  async verify(stamps: readonly TagStamp[]): Promise<boolean> {
-    const valid = this.check(stamps);
+  /**
+   * Whether every stamp still holds, reading the versions not known (all of them `fromRedis`: a
+   * bump in another worker may not have been heard yet); a missing key has changed.
+   */
+  async verify(stamps: readonly TagStamp[], fromRedis = false): Promise<boolean> {
+    const valid = fromRedis ? undefined : this.check(stamps);
     if (valid !== undefined) return valid;
     const { bus, client, now } = this.parts;
     const tags = stamps.map(([tag]) => tag);

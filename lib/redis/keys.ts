@@ -4,7 +4,7 @@
 // (`{shop}{shop}9a03:result`); one with braces but no usable tag gets a brace-free tag of its slot
 // (`{3kq}a{b:result`). The lock key can be read back from each, so lock keys share none.
 
-export type LockKeyRole = 'result' | 'fence';
+export type LockKeyRole = 'result' | 'fence' | 'superseded' | 'backoff';
 
 const CLUSTER_SLOTS = 16384;
 
@@ -66,7 +66,7 @@ export const derivedKey = (lockKey: string, role: LockKeyRole): string =>
 
 /** Whether `key` ends in some lock key's slot prefix, maybe with a role: a derived or cache key. */
 export function isSlotKey(key: string): boolean {
-  const body = key.replace(/:(result|fence)$/, '');
+  const body = key.replace(/:(result|fence|superseded|backoff)$/, '');
   for (let open = body.indexOf('{'); open >= 0; open = body.indexOf('{', open + 1)) {
     const rest = body.slice(open);
     const close = rest.indexOf('}');
@@ -88,3 +88,9 @@ export const releaseChannel = (lockKey: string): string => lockKey;
 export const resultKey = (lockKey: string): string => derivedKey(lockKey, 'result');
 
 export const fenceKey = (lockKey: string): string => derivedKey(lockKey, 'fence');
+
+/** Names the holder whose build a write has outdated: its release then stores nothing. */
+export const supersededKey = (lockKey: string): string => derivedKey(lockKey, 'superseded');
+
+/** Present while a failed refresh's back-off lasts: no worker refreshes the key before. */
+export const backoffKey = (lockKey: string): string => derivedKey(lockKey, 'backoff');

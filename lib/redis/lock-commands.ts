@@ -1,5 +1,5 @@
 import type { RedisScriptClient } from '../types/clients.js';
-import { fenceKey } from './keys.js';
+import { fenceKey, supersededKey } from './keys.js';
 import { luaScript, runScript } from './lua-script.js';
 
 // SET NX answers nil when the key exists; Lua sees that as false. ARGV[3], when given, is how long
@@ -76,14 +76,21 @@ export function acquireLock(
   return runScript(client, ACQUIRE, keys, args);
 }
 
+// The holder's superseded mark (KEYS[2]) lives as long as its lock: a build past the mark's first
+// expiry still stores nothing.
 const EXTEND = luaScript(
   `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
 `,
-  (redis, [key], [token, ms]) => (redis.get(key!) === token ? redis.pexpire(key!, ms!) : 0),
+  (redis, [key, mark], [token, ms]) => {
+    if (redis.get(key!) !== token) return 0;
+    redis.pexpire(mark!, ms!);
+    return redis.pexpire(key!, ms!);
+  },
 );
 
 /** Resolves 1 when the expiry moved, 0 when the lock is no longer this token's. */
@@ -93,7 +100,7 @@ export function extendLock(
   token: string,
   ttlMs: number,
 ): Promise<unknown> {
-  return runScript(client, EXTEND, [key], [token, ttlMs]);
+  return runScript(client, EXTEND, [key, supersededKey(key)], [token, ttlMs]);
 }
 
 /** What precedes a payload carried by a release's wake-up, by what it is (a token has no `=`). */
@@ -122,43 +129,56 @@ const fitsWake = (payload: string): boolean =>
   payload.length * 3 <= WAKE_MAX_BYTES || Buffer.byteLength(payload) <= WAKE_MAX_BYTES;
 
 // Compare-and-delete. The write goes before the delete, so a waiter the SPUBLISH wakes finds it.
-// The wake-up goes on the lock key's own shard channel: ARGV[4] (a CARRIED mark) and the payload
-// when it is given (waiters answer from it, with no read), else the token (waiters read). pcall:
-// on a Redis without SPUBLISH the release still succeeds and waiters poll. A written key (KEYS[2])
-// must be in the lock's slot, or a Cluster refuses the script.
+// A holder named by its superseded mark (KEYS[2]: a write of the key came after its build began)
+// writes nothing and carries nothing, and answers 2. The wake-up goes on the lock key's own shard
+// channel: ARGV[4] (a CARRIED mark) and the payload when it is given (waiters answer from it, with
+// no read), else the token (waiters read). pcall: on a Redis without SPUBLISH the release still
+// succeeds and waiters poll. Every key must be in the lock's slot, or a Cluster refuses the script.
 const RELEASE = luaScript(
   `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-if KEYS[2] then
+local superseded = KEYS[2] and redis.call('GET', KEYS[2]) == ARGV[1]
+if KEYS[3] and not superseded then
   if ARGV[2] then
-    redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+    redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
   else
-    redis.call('DEL', KEYS[2])
+    redis.call('DEL', KEYS[3])
   end
 end
 local deleted = redis.call('DEL', KEYS[1])
 local wake = ARGV[1]
-if ARGV[4] then
+if ARGV[4] and not superseded then
   wake = ARGV[4] .. ARGV[2]
 end
 pcall(redis.call, 'SPUBLISH', KEYS[1], wake)
+if superseded then
+  redis.call('DEL', KEYS[2])
+  return 2
+end
 return deleted
 `,
-  (redis, [lock, written], [token, payload, ms, carry]) => {
+  (redis, [lock, mark, written], [token, payload, ms, carry]) => {
     if (redis.get(lock!) !== token) return 0;
-    if (written !== undefined) {
+    const superseded = mark !== undefined && redis.get(mark) === token;
+    if (written !== undefined && !superseded) {
       if (payload !== undefined) redis.set(written, payload, 'PX', ms!);
       else redis.del(written);
     }
     const deleted = redis.del(lock!);
-    redis.spublish(lock!, carry === undefined ? token! : carry + payload!);
-    return deleted;
+    const wake = carry === undefined || superseded ? token! : carry + payload!;
+    redis.spublish(lock!, wake);
+    if (!superseded) return deleted;
+    redis.del(mark!);
+    return 2;
   },
 );
 
-/** Resolves 1 when it deleted the lock (and wrote, and woke), 0 when the lock was not ours. */
+/**
+ * Resolves 1 when it deleted the lock (and wrote, and woke), 0 when the lock was not ours, 2 when
+ * it deleted the lock but wrote nothing: a write of the key came after the build began.
+ */
 export function releaseLock(
   client: RedisScriptClient,
   lockKey: string,
@@ -167,11 +187,62 @@ export function releaseLock(
 ): Promise<unknown> {
   if (write === undefined) return runScript(client, RELEASE, [lockKey], [token]);
   const { key, payload, carried } = write;
-  const keys = key === undefined ? [lockKey] : [lockKey, key];
+  const mark = supersededKey(lockKey);
+  const keys = key === undefined ? [lockKey, mark] : [lockKey, mark, key];
   if (payload !== undefined && carried !== undefined && fitsWake(payload)) {
     return runScript(client, RELEASE, keys, [token, payload, write.ttlMs, CARRIED[carried]]);
   }
   return key === undefined || payload === undefined
     ? runScript(client, RELEASE, keys, [token])
     : runScript(client, RELEASE, keys, [token, payload, write.ttlMs]);
+}
+
+// A write of an entry (or its delete, without ARGV[1]) that outdates the build in flight: its
+// holder is named in the superseded mark, kept as long as the lock. All keys in the lock's slot.
+const WRITE_OUTDATING = luaScript(
+  `
+if KEYS[3] then
+  if ARGV[1] then
+    redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+  else
+    redis.call('DEL', KEYS[3])
+  end
+end
+local holder = redis.call('GET', KEYS[1])
+if holder then
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then
+    redis.call('SET', KEYS[2], holder, 'PX', ttl)
+  end
+end
+return 1
+`,
+  (redis, [lock, mark, entry], [payload, ms]) => {
+    if (entry !== undefined) {
+      if (payload !== undefined) redis.set(entry, payload, 'PX', ms!);
+      else redis.del(entry);
+    }
+    const holder = redis.get(lock!);
+    const ttl = redis.pttl(lock!);
+    if (holder !== null && ttl > 0) redis.set(mark!, holder, 'PX', String(ttl));
+    return 1;
+  },
+);
+
+/**
+ * Marks the build in flight on `lockKey`, if any, as outdated (its release stores nothing); with
+ * `entryKey` (in the lock's slot), first writes `payload` there for `ttlMs`, or deletes it.
+ */
+export function writeOutdating(
+  client: RedisScriptClient,
+  lockKey: string,
+  entryKey?: string,
+  payload?: string,
+  ttlMs?: number,
+): Promise<unknown> {
+  const keys = [lockKey, supersededKey(lockKey)];
+  if (entryKey === undefined) return runScript(client, WRITE_OUTDATING, keys, []);
+  keys.push(entryKey);
+  const args = payload === undefined ? [] : [payload, ttlMs!];
+  return runScript(client, WRITE_OUTDATING, keys, args);
 }
