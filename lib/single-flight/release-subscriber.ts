@@ -152,15 +152,18 @@ export class ReleaseSubscriber {
     const attempt = this.failures;
     entry.ok = undefined;
     let ok: boolean;
+    let connection: SubscriberConnection | undefined;
     try {
-      const connection = this.connect();
+      connection = this.connect();
       await connection.ssubscribe(channel);
-      ok = true;
-      if (this.connection === connection) this.confirmed = true;
+      // An answer on a connection let go since (silent, shut) counts for nothing, as its failure.
+      ok = this.connection === connection;
+      if (ok) this.confirmed = true;
     } catch (error) {
       ok = false;
       // Concurrent SSUBSCRIBEs fail alike: only the first of them is reported.
-      this.fail(attempt === this.failures ? error : undefined);
+      if (!connection || this.connection === connection)
+        this.fail(attempt === this.failures ? error : undefined);
     }
     if (ok) this.failedAt = undefined;
     entry.ok = ok;
