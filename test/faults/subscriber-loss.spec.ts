@@ -9,6 +9,7 @@ import {
   IOREDIS_CLUSTER,
   IOVALKEY,
   NODE_REDIS,
+  NODE_REDIS_5,
   NODE_REDIS_CLUSTER,
   type ClientFamily,
   type ClusterTarget,
@@ -146,6 +147,7 @@ describe.each([
   { name: IOREDIS.name, start: () => single(IOREDIS) },
   { name: IOVALKEY.name, start: () => single(IOVALKEY) },
   { name: NODE_REDIS.name, start: () => single(NODE_REDIS) },
+  { name: NODE_REDIS_5.name, start: () => single(NODE_REDIS_5) },
   { name: 'ioredis Sentinel', start: sentinel },
   { name: IOREDIS_CLUSTER.name, start: () => cluster(IOREDIS_CLUSTER) },
   { name: NODE_REDIS_CLUSTER.name, start: () => cluster(NODE_REDIS_CLUSTER) },
@@ -220,7 +222,7 @@ async function servedAfter(silence: () => void, reader: BufferCache, key: string
   return last - silentAt;
 }
 
-describe.each([IOREDIS, IOVALKEY, NODE_REDIS])(
+describe.each([IOREDIS, IOVALKEY, NODE_REDIS, NODE_REDIS_5])(
   'a subscriber connection that goes silent: no error, no close ($name)',
   (family) => {
     it('within 1 s, l1 no longer serves its copy', async () => {
