@@ -11,7 +11,8 @@ import { BreakerRecovery } from './breaker-recovery.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import { type CircuitState } from '../types/events.js';
 import type { ThrottledLog } from './throttled-log.js';
-import type { ReleaseWait } from './release-wait.js';
+import { SILENT_MS, type ReleaseWait } from './release-wait.js';
+import { errorText } from '../messages/error-text.js';
 
 /** What single flight needs from a lock: a `RedisLockService` (or a subclass with its own `key()`). */
 export type SingleFlightLock = Pick<
@@ -39,7 +40,7 @@ export type Peek = (carried?: string) => Promise<{ readonly value: unknown } | u
 
 export interface AdmissionParts {
   readonly lock: SingleFlightLock;
-  readonly wait: Pick<ReleaseWait, 'waitForRelease'>;
+  readonly wait: Pick<ReleaseWait, 'waitForRelease' | 'silence' | 'silentSince'>;
   readonly results: SharedResultStore;
   readonly messages: BufferLockMessages;
   readonly log: ThrottledLog;
@@ -120,17 +121,30 @@ export class LockAdmission {
     const deadline = Date.now() + settings.lockTimeout * 1000;
     const waitFirst = lockHeld && redisKey !== undefined && settings.onBusy === 'wait';
     for (let first = !waitFirst; ; first = false) {
+      // A waiter waits on through Redis refusing (a restart), not through its silence (paused,
+      // partitioned): a command left unanswered for SILENT_MS ends the wait as Redis trouble.
       if (!first) {
+        const since = Date.now();
         // Only after a busy answer, so the key is known to be valid.
         const carried = await wait.waitForRelease(redisKey!, deadline);
+        const silent = wait.silentSince(since);
+        if (silent) return this.withoutRedis(cacheKey, settings, this.silenceError(silent));
         const left = await peek?.(carried);
         if (left) return { kind: 'shared', value: left.value };
         if (settings.share) {
+          const reading = Date.now();
           const found = await results.read(redisKey!, cacheKey, carried);
           if (found.status === 'hit') return { kind: 'shared', value: found.value };
-          if (found.status === 'error') log.warn(found.error.code, found.error.message);
+          if (found.status === 'error') {
+            log.warn(found.error.code, found.error.message);
+            if (Date.now() - reading >= SILENT_MS) {
+              wait.silence(found.error);
+              return this.withoutRedis(cacheKey, settings, this.silenceError(found.error));
+            }
+          }
         }
       }
+      const asking = first ? 0 : Date.now();
       const [guard, error] =
         this.breaker?.allow() === false
           ? this.breakerSkip(cacheKey)
@@ -157,6 +171,10 @@ export class LockAdmission {
       // the breaker opening) is no reason to build beside it. It waits on, trying again, until
       // lockTimeout ends; only a caller that never saw the lock fails open at once.
       if (error && (first || !mayWaitOn(error) || Date.now() >= deadline)) {
+        return this.withoutRedis(cacheKey, settings, error);
+      }
+      if (error && REDIS_FAILURES.has(error.code) && Date.now() - asking >= SILENT_MS) {
+        wait.silence(error);
         return this.withoutRedis(cacheKey, settings, error);
       }
       if (error) continue;
@@ -189,6 +207,13 @@ export class LockAdmission {
 
   busy(cacheKey: string): LockBusyError {
     return new LockBusyError(this.parts.messages.render('lock_busy'), cacheKey);
+  }
+
+  /** A silence found while waiting, as the lock's own failure. */
+  private silenceError(error: Error): LockError {
+    if (error instanceof LockError && REDIS_FAILURES.has(error.code)) return error;
+    const text = this.parts.messages.render('redis_lock_failed', { ERROR: errorText(error) });
+    return new LockError('redis_lock_failed', text, { cause: error });
   }
 
   private breakerSkip(cacheKey: string): AcquireResult {

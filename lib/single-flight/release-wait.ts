@@ -2,6 +2,7 @@ import type { RedisScriptClient } from '../types/clients.js';
 import { releaseChannel } from '../redis/keys.js';
 import { lockPttl } from '../redis/plain-commands.js';
 import { timerMs } from '../options/seconds.js';
+import { asError } from '../messages/error-text.js';
 import {
   releaseSubscriberFor,
   type DuplicableClient,
@@ -15,6 +16,18 @@ const FALLBACK_POLL_MS = 1000;
 const EXPIRY_MARGIN_MS = 5;
 /** How often a waiter tries again while the subscriber is unusable or Redis cannot be asked. */
 const POLL_MS = 50;
+/**
+ * How often a waiter asks for the lock's remaining life while it waits (and how long it waits for
+ * its subscription before it asks): a Redis gone silent is found within this + commandTimeout.
+ */
+export const RECHECK_MS = 250;
+/** A command that failed after this long unanswered met a silent Redis, not one that refused. */
+export const SILENT_MS = 100;
+
+/** A PTTL that failed after going unanswered for SILENT_MS or more. */
+interface Silence {
+  readonly silent: Error;
+}
 
 /** Jittered by a fifth either way, so that waiters do not poll in lockstep. */
 const poll = (): number => POLL_MS * (0.8 + Math.random() * 0.4);
@@ -35,6 +48,9 @@ export class ReleaseWait {
   /** The wake-ups of the waits under way, for `end()`. */
   private readonly waking = new Set<() => void>();
   private ended = false;
+  /** When a command last failed as a silent Redis fails, and with what. */
+  private silentAt = -1;
+  private silentError: Error | undefined;
 
   constructor(
     private readonly getClient: () => Promise<RedisScriptClient>,
@@ -52,6 +68,18 @@ export class ReleaseWait {
     this.ended = true;
     for (const wake of this.waking) wake();
     this.waking.clear();
+  }
+
+  /** Redis was found silent (`error`): every wait under way ends, and learns it (`silentSince`). */
+  silence(error: Error): void {
+    this.silentAt = Date.now();
+    this.silentError = error;
+    for (const wake of this.waking) wake();
+  }
+
+  /** The error of the silence found since `since` (ms since the epoch), if one was. */
+  silentSince(since: number): Error | undefined {
+    return this.silentAt >= since ? this.silentError : undefined;
   }
 
   /** Closes the subscriber connection of the client waited on so far (at shutdown). */
@@ -79,6 +107,8 @@ export class ReleaseWait {
     this.waking.add(wake);
     const timers: NodeJS.Timeout[] = [];
     const at = (ms: number): void => void timers.push(setTimeout(() => wake(), timerMs(ms)));
+    const after = (ms: number): Promise<void> =>
+      new Promise((resolve) => void timers.push(setTimeout(resolve, ms)));
     at(deadline - Date.now());
     let listening: Listening | undefined;
     try {
@@ -90,24 +120,47 @@ export class ReleaseWait {
         listening = subscriber.listen(releaseChannel(redisKey), wake, (error) => this.tell(error));
         // No release message can come, or (a retry on a connection that is down) not soon.
         if (!usable) at(poll());
-        const subscribed = await Promise.race([listening.ready, woken.then(() => false)]);
+        // A silent Redis confirms no subscription: the PTTL below finds it out, not the deadline.
+        const late = after(RECHECK_MS).then(() => true);
+        const subscribed = await Promise.race([listening.ready, woken.then(() => false), late]);
         if (woke) return text;
         if (!subscribed) {
           if (usable) at(poll());
           await woken;
           return text;
         }
+      } else {
+        at(FALLBACK_POLL_MS);
+        await woken;
+        return text;
       }
-      const remaining = client
-        ? await Promise.race([this.pttl(client, redisKey), woken.then(() => undefined)])
-        : -1;
-      if (woke || remaining === -2) return text;
-      // Redis could not be asked (`undefined`): its trouble may end at any moment (a restart, a
-      // reconnect) with no release to wake this waiter, so it looks again soon.
-      if (remaining === undefined) at(poll());
-      else at(remaining >= 0 ? remaining + EXPIRY_MARGIN_MS : FALLBACK_POLL_MS);
-      await woken;
-      return text;
+      const fallbackAt = Date.now() + FALLBACK_POLL_MS;
+      for (;;) {
+        const remaining = await Promise.race([
+          this.pttl(client, redisKey),
+          woken.then(() => undefined),
+        ]);
+        if (woke || remaining === -2) return text;
+        if (typeof remaining === 'object') {
+          this.silence(remaining.silent);
+          return text;
+        }
+        // Redis could not be asked (`undefined`): its trouble may end at any moment (a restart, a
+        // reconnect) with no release to wake this waiter, so it looks again soon.
+        const backstop =
+          remaining === undefined
+            ? poll()
+            : remaining >= 0
+              ? remaining + EXPIRY_MARGIN_MS
+              : fallbackAt - Date.now();
+        if (backstop <= RECHECK_MS) {
+          at(backstop);
+          await woken;
+          return text;
+        }
+        await Promise.race([woken, after(RECHECK_MS)]);
+        if (woke) return text;
+      }
     } finally {
       for (const timer of timers) clearTimeout(timer);
       this.waking.delete(wake);
@@ -134,12 +187,16 @@ export class ReleaseWait {
     }
   }
 
-  /** The PTTL, or `undefined` when Redis could not be asked. */
-  private async pttl(client: RedisScriptClient, redisKey: string): Promise<number | undefined> {
+  /** The PTTL; `undefined` when Redis refused to be asked, a Silence when it did not answer. */
+  private async pttl(
+    client: RedisScriptClient,
+    redisKey: string,
+  ): Promise<number | undefined | Silence> {
+    const asked = Date.now();
     try {
       return await lockPttl(client, redisKey);
-    } catch {
-      return undefined;
+    } catch (error) {
+      return Date.now() - asked >= SILENT_MS ? { silent: asError(error) } : undefined;
     }
   }
 }
