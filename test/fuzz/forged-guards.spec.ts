@@ -112,6 +112,8 @@ describe('forged guards for derived keys, cache entries and other namespaces', (
         run++;
         const family = [`f${run}_${c.base}`, `f${run}_${c.base}2`, `f${run}_${c.base}:`];
         const services: Service[] = [];
+        // Closed once their locks are done with: closing an engine closes its lock.
+        const engines: SingleFlightEngine[] = [];
         let index = 0;
         for (const namespace of family) {
           for (const Lock of [RedisLockService, TaggedLock]) {
@@ -141,7 +143,7 @@ describe('forged guards for derived keys, cache entries and other namespaces', (
             expect(await cache.getOrSet(cacheKey, () => ({ built: index }), { ttl: 60 })).toEqual({
               built: index,
             });
-            engine.close();
+            engines.push(engine);
             const [held] = await lock.acquire(`${cacheKey}:held`);
             const lockKey = lock.redisKey(cacheKey);
             const sharedKey = lock.redisKey(`${cacheKey}:shared`);
@@ -249,6 +251,7 @@ describe('forged guards for derived keys, cache entries and other namespaces', (
           expect(await s.lock.release(s.held)).toEqual([true, undefined]);
           expect(await admin.exists(s.held.key)).toBe(0);
         }
+        await Promise.all(engines.map((engine) => engine.close()));
         figures.runs++;
         expect(escaped).toEqual([]);
       }),
