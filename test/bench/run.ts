@@ -18,6 +18,7 @@ import {
 import { buildBaseline } from './baseline.js';
 import { cacheSection } from './cache.bench.js';
 import { earlyRefreshSection } from './early-refresh.bench.js';
+import { historySection } from './history.bench.js';
 import { instructionsSection } from './instructions.bench.js';
 import { l1Section } from './l1.bench.js';
 import { lockSection } from './lock.bench.js';
@@ -40,6 +41,7 @@ const SECTIONS: readonly BenchSection[] = [
   l1Section,
   soakSection,
   valuesSection,
+  historySection,
 ];
 
 // Compiled to .build/test/bench/run.js; RESULTS.md lives next to the sources.
