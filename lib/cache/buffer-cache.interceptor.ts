@@ -10,9 +10,11 @@ import {
   type NestInterceptor,
   type Type,
 } from '@nestjs/common';
+import { SSE_METADATA } from '@nestjs/common/constants.js';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { lastValueFrom, of, throwError, type Observable } from 'rxjs';
 import { BufferCache, HTTP, LOOKUP } from './buffer-cache.service.js';
+import { headerReader, headOf, isStorable, type HeaderReader } from './http-response.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
@@ -40,10 +42,14 @@ type HttpSettings = Readonly<HttpCacheOptionsDto>;
 const handlerErrors = new WeakSet<object>();
 
 // Through the cache and out again as it was: a `StreamableFile` (read once: sent, never cached),
-// or a non-object the handler threw.
+// a response a shared cache may not store, or a non-object the handler threw.
 class Carried {
   constructor(readonly value: unknown) {}
 }
+
+// A URL key's entry: the body, and the status and `Content-Type` the handler set, when it changed
+// the route's own.
+type Stored = [body: unknown, status?: number, type?: string];
 
 const isObject = (value: unknown): value is object =>
   (typeof value === 'object' && value !== null) || typeof value === 'function';
@@ -82,6 +88,8 @@ export class BufferCacheInterceptor implements NestInterceptor {
 
   private http?: HttpSettings;
 
+  private read?: HeaderReader;
+
   /**
    * An interceptor class whose routes take `options` over the module's `http` option.
    *
@@ -111,6 +119,10 @@ export class BufferCacheInterceptor implements NestInterceptor {
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    // Outside HTTP (GraphQL, RPC, WebSocket) nothing is cached nor coalesced; an `@Sse` stream
+    // is sent live.
+    if (context.getType() !== 'http') return next.handle();
+    if (this.reflector.get<unknown>(SSE_METADATA, context.getHandler())) return next.handle();
     const headers = this.headersOf(context);
     // Private (Varnish's rule): not cached, not coalesced, no `X-Cache`.
     const personal = !!headers && (headers.authorization ?? headers.cookie) !== undefined;
@@ -123,9 +135,12 @@ export class BufferCacheInterceptor implements NestInterceptor {
       null;
     if (!key) return next.handle();
 
-    let file: Carried | undefined;
+    let kept: Carried | undefined;
     let produced: { value: unknown } | undefined;
     let ran = false;
+    const response: unknown = context.switchToHttp().getResponse();
+    const read = (this.read ??= headerReader(this.httpAdapterHost?.httpAdapter));
+    const before = headOf(read, response);
     const factory = async (): Promise<unknown> => {
       let value: unknown;
       ran = true;
@@ -136,9 +151,17 @@ export class BufferCacheInterceptor implements NestInterceptor {
         handlerErrors.add(error);
         throw error;
       }
-      if (value instanceof StreamableFile) throw (file = new Carried(value));
+      if (value instanceof StreamableFile) throw (kept = new Carried(value));
+      const after = headOf(read, response);
+      // Not stored, and not shared with the requests waiting on it either: each runs its own.
+      if (!isStorable(read, response, after.status)) throw (kept = new Carried(value));
       produced = { value };
-      return value;
+      const status = after.status === before.status ? undefined : after.status;
+      const type = after.type === before.type ? undefined : after.type;
+      if (status === undefined && type === undefined) return url ? [value] : value;
+      // A key of the user's holds the value alone: what the handler changed is not kept.
+      if (!url) throw (kept = new Carried(value));
+      return [value, status, type] satisfies Stored;
     };
 
     try {
@@ -152,18 +175,20 @@ export class BufferCacheInterceptor implements NestInterceptor {
         this.setHeadersWhenHttp(context, 'miss');
         return next.handle();
       }
-      const { value, status } = await this.cache[LOOKUP](String(key), factory, options, url);
+      // URL entries hold a `Stored`: a key of their own, apart from the values of earlier versions.
+      const name = url ? `r2${String(key)}` : String(key);
+      const { value, status } = await this.cache[LOOKUP](name, factory, options, url);
       this.setHeadersWhenHttp(context, status);
-      return of(value);
+      return of(url ? this.replay(response, value as Stored) : value);
     } catch (error) {
-      if (error instanceof Carried && error.value instanceof StreamableFile) {
+      // A response not to share (a file, a private one) goes to the request that made it only.
+      if (kept && error === kept) {
         this.setHeadersWhenHttp(context, 'miss');
-        // The file went to the request that built it; any other request reads its own.
-        return error === file ? of(error.value) : next.handle();
+        return of(kept.value);
       }
       if (error instanceof Carried || (isObject(error) && handlerErrors.has(error))) {
         this.setHeadersWhenHttp(context, 'miss');
-        // Another request's handler failed: this one runs its own.
+        // Another request's handler failed, or made a response not to share: this one runs its own.
         if (!ran) return next.handle();
         return throwError(() => (error instanceof Carried ? error.value : error));
       }
@@ -234,6 +259,16 @@ export class BufferCacheInterceptor implements NestInterceptor {
   protected isRequestCacheable(context: ExecutionContext): boolean {
     const request = context.switchToHttp().getRequest<{ method?: string } | undefined>();
     return this.allowedMethods.includes(request?.method as string);
+  }
+
+  /** The stored body, with the status and `Content-Type` its handler set. */
+  private replay(response: unknown, [body, status, type]: Stored): unknown {
+    const httpAdapter = this.httpAdapterHost?.httpAdapter;
+    if (httpAdapter && status !== undefined && status !== null)
+      httpAdapter.status(response, status);
+    if (httpAdapter && typeof type === 'string')
+      httpAdapter.setHeader(response, 'Content-Type', type);
+    return body;
   }
 
   protected setHeadersWhenHttp(context: ExecutionContext, status: 'hit' | 'miss' | 'stale'): void {

@@ -384,8 +384,9 @@ describe.each(PLATFORMS)('BufferCacheInterceptor on $name: what is shared', (pla
     it('a key made to look like a URL key, through @Cached, getOrSet and set, names none', async () => {
       const app = await start(platform, BufferCacheInterceptor);
       const cache = app.nest.get(BufferCache);
-      // The Host without the port it came in on, as the interceptor keys it.
-      const urlKey = JSON.stringify(['GET', new URL(app.url).hostname, '/admin/stats']);
+      // `r2` (the format of its entries), then the Host without the port it came in on, as the
+      // interceptor keys it.
+      const urlKey = `r2${JSON.stringify(['GET', new URL(app.url).hostname, '/admin/stats'])}`;
       const forged = ['\u0000u', '\u0000', '', '\u0000\u0000u'].map((head) => head + urlKey);
       for (const key of forged) await get(app, `/search?q=${encodeURIComponent(key)}`);
       await cache.set(forged[1]!, { stats: 'forged' });
@@ -395,9 +396,9 @@ describe.each(PLATFORMS)('BufferCacheInterceptor on $name: what is shared', (pla
       expect(admin.body).toMatchObject({ stats: 'the real ones' });
       // And no key of the user's reads the admin's entry back...
       for (const key of forged) expect(await cache.get(key)).not.toEqual(admin.body);
-      // ...which lives under the URL key the forged ones copy.
+      // ...which lives under the URL key the forged ones copy, the body in an array.
       const held = await cache[LOOKUP](urlKey, () => ({ none: true }), undefined, true);
-      expect(held).toEqual({ value: admin.body, status: 'hit' });
+      expect(held).toEqual({ value: [admin.body], status: 'hit' });
     });
 
     it("@CacheKey('daily-report') is the user's own key, the one getOrSet and get name", async () => {
