@@ -19,7 +19,7 @@ export interface BenchContext {
   readonly filter?: readonly string[];
   /** `--soak-minutes`: how long the soak section runs (default 10, `--quick` 0.5). */
   readonly soakMinutes?: number;
-  /** `--baseline`: the library built at another commit, a row of its own in sections 1 and 6. */
+  /** `--baseline`: the library built at another commit, rows of its own in sections 1, 6 and 10. */
   readonly baseline?: Baseline;
   /** `--rounds`: rounds of the lock micro-benchmark (default 15, `--quick` 1). */
   readonly rounds?: number;

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import type { Redis } from 'ioredis';
 import { loadBaseline, type Baseline } from './baseline.js';
+import { HIT_ROWS, type HitRow } from './cache-hit.js';
 import { callgrindAvailable, countInstructions, spawnUnderCallgrind } from './callgrind.js';
 import {
   commandDelta,
@@ -13,6 +14,7 @@ import {
   fmtRatio,
   median,
   table,
+  target,
   type BenchContext,
   type BenchSection,
 } from './harness.js';
@@ -50,27 +52,68 @@ async function pooled<T>(jobs: readonly (() => Promise<T>)[], limit: number): Pr
   return results;
 }
 
-/** Instructions per acquire+release pair of one lock strategy, in its own process. */
-async function lockInstructions(
+/**
+ * Instructions per operation of one row (a lock strategy's acquire+release pair, or a cache hit),
+ * in its own process: one count per round. `baseline`: the build the worker loads.
+ */
+async function rowInstructions(
   name: string,
   port: number,
-  warmup: number,
-  pairs: number,
+  { warmup, count, rounds }: { warmup: number; count: number; rounds: number },
   baseline: Baseline | undefined,
-): Promise<number> {
+): Promise<number[]> {
   const worker = spawnUnderCallgrind(
     here('./instructions.worker.js'),
     [
       name,
       String(warmup),
-      String(pairs),
+      String(count),
+      String(rounds),
       String(port),
       ...(baseline ? [baseline.ref, baseline.entry] : []),
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
-  const result = JSON.parse(await output(worker, name)) as { instructions: number; pairs: number };
-  return result.instructions / result.pairs;
+  const result = JSON.parse(await output(worker, name)) as {
+    instructions: number[];
+    count: number;
+  };
+  return result.instructions.map((instructions) => instructions / result.count);
+}
+
+/** Counted rounds of a cache hit row, in its one process: the median is reported. */
+const HIT_ROUNDS = 5;
+
+/** A row's rounds: their median, then lowest–highest. */
+const cell = (rounds: number[]): string =>
+  `${fmtInt(median(rounds))} (${fmtInt(Math.min(...rounds))}–${fmtInt(Math.max(...rounds))})`;
+
+/** The cache hit rows' table: instructions per hit of this build and, with one, the baseline's. */
+function hitRows(
+  jobs: readonly { row: HitRow; build: Baseline | undefined }[],
+  counts: readonly number[][],
+  baseline: Baseline | undefined,
+): string {
+  const of = (row: HitRow, build: Baseline | undefined): number[] =>
+    counts[jobs.findIndex((job) => job.row === row && job.build === build)]!;
+  const rows = HIT_ROWS.map((row) => {
+    const ours = of(row, undefined);
+    if (!baseline) return [row, cell(ours)];
+    const ratio = median(ours) / median(of(row, baseline));
+    target(
+      `${row}: instructions per hit within 2 % of ${baseline.ref}`,
+      `${fmt(ratio, 3)}×`,
+      Math.abs(ratio - 1) <= 0.02,
+    );
+    return [row, cell(ours), cell(of(row, baseline)), `${fmt(ratio, 3)}×`];
+  });
+  const perHit = 'instructions/hit, median (range)';
+  return table(
+    baseline
+      ? ['call', perHit, `at ${baseline.ref}: ${perHit}`, 'this build over it']
+      : ['call', perHit],
+    rows,
+  );
 }
 
 /** The app's load: requests per route and round, uncounted rounds first, then counted ones. */
@@ -175,10 +218,29 @@ export const instructionsSection: BenchSection = {
     const warmup = quick ? 200 : 30_000;
     const pairs = quick ? 100 : 10_000;
     report.progress(`instructions: ${names.length} lock strategies under callgrind`);
-    const perPair = await pooled(
-      names.map((name) => () => lockInstructions(name, redis.port, warmup, pairs, baseline)),
+    // Hits: this build's row, then the baseline's; each row in a process of its own.
+    const hitJobs = HIT_ROWS.flatMap((row) => [
+      { row, build: undefined },
+      ...(baseline ? [{ row, build: baseline }] : []),
+    ]);
+    const hitCount = { warmup, count: pairs, rounds: quick ? 1 : HIT_ROUNDS };
+    report.progress(`instructions: ${hitJobs.length} cache hit rows under callgrind`);
+    const counts = await pooled(
+      [
+        ...names.map(
+          (name) => () =>
+            rowInstructions(name, redis.port, { warmup, count: pairs, rounds: 1 }, baseline),
+        ),
+        ...hitJobs.map(
+          ({ row, build }) =>
+            () =>
+              rowInstructions(row, redis.port, hitCount, build),
+        ),
+      ],
       Math.max(1, cpus().length),
     );
+    const perPair = counts.slice(0, names.length).map((c) => c[0]!);
+    const hitTable = hitRows(hitJobs, counts.slice(names.length), baseline);
     const floor = perPair[0]!;
     const lockRows = names.map((name, i) => [
       name,
@@ -191,9 +253,11 @@ export const instructionsSection: BenchSection = {
       // its minute. The lock part above runs the same counting.
       report.add(
         title +
-          `Quick mode: lock part only, ${fmtInt(pairs)} pairs after ${fmtInt(warmup)} uncounted ` +
+          `Quick mode: lock and cache hit parts only, ${fmtInt(pairs)} operations after ${fmtInt(warmup)} uncounted ` +
           `(too few to quote).\n\n` +
-          table(['strategy', 'instructions/pair', 'vs floor'], lockRows),
+          table(['strategy', 'instructions/pair', 'vs floor'], lockRows) +
+          `\n### Cache: a fresh hit of one key\n\n` +
+          hitTable,
       );
       return;
     }
@@ -221,6 +285,19 @@ export const instructionsSection: BenchSection = {
         `Each strategy in its own process: ${fmtInt(warmup)} pairs uncounted, then ` +
         `${fmtInt(pairs)} counted.\n\n` +
         table(['strategy', 'instructions/pair', 'vs floor'], lockRows) +
+        `\n### Cache: a fresh hit of one key\n\n` +
+        `An app's read of one entry already written (ttl 3600 s): a Nest application context ` +
+        `with BufferLockModule on the built-in store (no \`l1\`: one script per hit; with ` +
+        `\`l1: { maxAge: 3600 }\`: a copy held in the process), read through ` +
+        `\`BufferCache.getOrSet(key, build, { ttl })\` or a \`@Cached(key, { ttl })\` method. ` +
+        `Each row in its own process, ${fmtInt(warmup)} hits uncounted, then ${HIT_ROUNDS} ` +
+        `rounds of ${fmtInt(pairs)} counted.` +
+        (baseline
+          ? ` The same rows on the library built from commit ${baseline.commit} ` +
+            `(\`--baseline=${baseline.ref}\`), each in a process of its own too.`
+          : '') +
+        `\n\n` +
+        hitTable +
         `\n### Decorator: empty handler, ${connections} connections\n\n` +
         `The app of section 3 under callgrind; its three routes in one process, ${fmtInt(requests)} ` +
         `requests per route and round after ${warmRounds} uncounted round(s) each, ${rounds} counted round(s), ` +

@@ -19,7 +19,9 @@ import {
   fmtRatio,
   interleave,
   mailbox,
+  median,
   monitorCommands,
+  percentile,
   sleep,
   summarize,
   table,
@@ -30,6 +32,8 @@ import {
   type MonitoredCommands,
 } from './harness.js';
 import { MISS, type FromL1Worker, type Reads, type ToL1Worker } from './l1.protocol.js';
+import { cacheHit, type CacheHit, type HitRow } from './cache-hit.js';
+import { medianInterval } from './lock.bench.js';
 
 const silent = { log() {}, warn() {}, error() {} };
 const HOT = 'hot';
@@ -289,6 +293,122 @@ async function hotHit(context: BenchContext): Promise<void> {
     'l1 hot hit: ≥ 20× faster per call than a Redis GET cache-aside',
     fmtRatio(times),
     times >= 20,
+  );
+}
+
+/** Hits timed on both builds with `--baseline`: l1's two forms, and a hit on the store. */
+const AGAINST_BASELINE: readonly HitRow[] = [
+  'BufferCache hit, l1',
+  '@Cached hit, l1',
+  'BufferCache hit',
+];
+
+/** Calls per second of `hit`, `ms` of sequential calls in batches of `batch`. */
+async function opsPerSecond(hit: CacheHit, batch: number, ms: number): Promise<number> {
+  collectGarbage();
+  const into: Timing = { batches: [], calls: 0, ms: 0, commands: 0 };
+  await timed(
+    { label: '', call: hit.call, sent: () => 0, inProcess: true, close: hit.close },
+    batch,
+    ms,
+    into,
+  );
+  return (into.calls * 1000) / into.ms;
+}
+
+/**
+ * With `--baseline`: the hot hit of this build and of the baseline's, both through a Nest
+ * application context (cache-hit.ts), one after the other in every round, in turn first.
+ */
+async function hotHitAgainstBaseline(context: BenchContext): Promise<void> {
+  const { quick, redis, report, baseline } = context;
+  if (!baseline) return;
+  const rounds = context.rounds ?? (quick ? 1 : 15);
+  const runMs = quick ? 100 : 400;
+  const warmCalls = quick ? 500 : 20_000;
+  interface Pair {
+    readonly row: HitRow;
+    readonly mine: CacheHit;
+    readonly theirs: CacheHit;
+    readonly batch: number;
+    readonly ops: { mine: number[]; theirs: number[] };
+  }
+  const pairs: Pair[] = [];
+  try {
+    for (const row of AGAINST_BASELINE) {
+      const mine = await cacheHit(row, redis.port);
+      const theirs = await cacheHit(row, redis.port, baseline.entry);
+      // Uncounted: the JIT's work; then batches of about BATCH_MS (of this build's calls).
+      for (const hit of [mine, theirs]) for (let i = 0; i < warmCalls; i++) await hit.call();
+      const started = performance.now();
+      for (let i = 0; i < 200; i++) await mine.call();
+      const batch = Math.max(1, Math.round(BATCH_MS / ((performance.now() - started) / 200)));
+      pairs.push({ row, mine, theirs, batch, ops: { mine: [], theirs: [] } });
+    }
+    await interleave(
+      pairs,
+      rounds,
+      1,
+      async (pair, round) => {
+        report.progress(
+          `l1 hot hit against ${baseline.ref}: ${pair.row}, round ${round + 1}/${rounds}`,
+        );
+        const mineFirst = round % 2 === 0;
+        const first = await opsPerSecond(mineFirst ? pair.mine : pair.theirs, pair.batch, runMs);
+        const second = await opsPerSecond(mineFirst ? pair.theirs : pair.mine, pair.batch, runMs);
+        return mineFirst ? { mine: first, theirs: second } : { mine: second, theirs: first };
+      },
+      (pair, { mine, theirs }) => {
+        pair.ops.mine.push(mine);
+        pair.ops.theirs.push(theirs);
+      },
+    );
+  } finally {
+    await Promise.allSettled(pairs.flatMap((pair) => [pair.mine.close(), pair.theirs.close()]));
+  }
+  const rows = pairs.map(({ row, ops }) => {
+    const quotients = ops.mine.map((o, i) => o / ops.theirs[i]!).toSorted((a, b) => a - b);
+    const interval = medianInterval(quotients);
+    const ratio = median(quotients);
+    target(
+      `hot hit, ${row}: calls/s ≥ 0.98× ${baseline.ref} (round by round)`,
+      `${fmt(ratio, 3)}× (95 % confidence ${interval ? interval.map((q) => fmt(q, 3)).join('–') : '–'})`,
+      ratio >= 0.98,
+    );
+    return [
+      row,
+      fmtInt(median(ops.mine)),
+      fmtInt(median(ops.theirs)),
+      `${fmt(ratio, 3)}×`,
+      interval ? interval.map((q) => fmt(q, 3)).join('–') : 'needs 6 rounds or more',
+      `${fmt(percentile(quotients, 25), 3)}–${fmt(percentile(quotients, 75), 3)}`,
+      `${quotients.filter((q) => q >= 1).length} of ${quotients.length}`,
+    ];
+  });
+  report.add(
+    `### Hot hit against ${baseline.ref}\n\n` +
+      `The same hit on this build and on the library built from commit ${baseline.commit} ` +
+      `(\`--baseline=${baseline.ref}\`), in this process: a Nest application context of each ` +
+      `build with BufferLockModule on the built-in store (\`l1: { maxAge: 3600 }\` in the l1 ` +
+      `rows), one key written once and read by one loop of \`await\`ed calls, ` +
+      `\`BufferCache.getOrSet(key, build, { ttl })\` or a \`@Cached(key, { ttl })\` method. ` +
+      `${rounds} round(s) after one of warm-up; in each, both builds run ${runMs} ms one after ` +
+      `the other (a forced GC before each), the first in turn this build and the baseline, ` +
+      `and the round's ratio is this build's calls/s over the baseline's. The table gives the ` +
+      `median ratio, a 95 % confidence interval of it (sign test), the middle half of the ` +
+      `rounds' ratios, and how many rounds this build was as fast or faster.\n\n` +
+      table(
+        [
+          'call',
+          'calls/s, this build',
+          `calls/s at ${baseline.ref}`,
+          'this build over it',
+          '95 % confidence',
+          'middle half',
+          'rounds ≥ 1.00×',
+        ],
+        rows,
+      ),
   );
 }
 
@@ -828,6 +948,7 @@ async function tagCost(context: BenchContext): Promise<void> {
 async function l1(context: BenchContext): Promise<void> {
   context.report.add(`## 10. In-process tier (l1)\n`);
   await hotHit(context);
+  await hotHitAgainstBaseline(context);
   const workers = [0, 1, 2].map(() => startWorker(context.redis.port));
   try {
     await Promise.all(workers.map((w) => w.next('ready')));

@@ -286,7 +286,7 @@ async function load(
  * distribution: the k-th smallest and k-th largest value, for the largest k with
  * P(Binomial(n, ½) < k) ≤ 2.5 %. `undefined` below 6 values, where no such k exists.
  */
-function medianInterval(sorted: readonly number[]): [number, number] | undefined {
+export function medianInterval(sorted: readonly number[]): [number, number] | undefined {
   const n = sorted.length;
   let k = 0;
   let below = 0; // P(X < k + 1), built up term by term
