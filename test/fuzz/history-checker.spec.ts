@@ -133,6 +133,31 @@ describe('the history checker', () => {
     expect(result.violations[0]!.label).toContain('under pubsub-kill');
   });
 
+  it('allows no l1 copy under a fault in the process that made the invalidation itself', () => {
+    const faults = [{ kind: 'pubsub-kill', start: 15, end: 16 }];
+    const result = check(
+      [invalidation('delete', 10, 20, { process: 1 }), read(500, 501, built(1, 5))],
+      faults,
+      1000,
+    );
+    expect(result.allowed).toEqual([]);
+    expect(result.violations[0]!.label).toBe(
+      "get after delete: a build's value (replaced), same process, l1, under pubsub-kill",
+    );
+  });
+
+  it('allows a read in another l1 process within deliveryMs only when asked to', () => {
+    const operations = [invalidation('delete', 10, 20), read(25, 26, built(1, 5))];
+    const strict = check(operations, [], 1000);
+    expect(strict.violations).toHaveLength(1);
+    const lenient = checkHistory(
+      { operations, faults: [] },
+      { l1MaxAgeMs: { 1: 1000 }, deliveryMs: 10 },
+    );
+    expect(lenient.allowed.map((s) => s.allowed)).toEqual(['announcement-in-flight']);
+    expect(lenient.violations).toEqual([]);
+  });
+
   it('allows no l1 copy after an invalidation that no fault overlapped', () => {
     const faults = [{ kind: 'pause', start: 10_000, end: 10_500 }];
     const result = check([invalidation('delete', 10, 20), read(30, 31, built(1, 5))], faults, 1000);

@@ -9,7 +9,8 @@
  *
  * Exceptions are allowed by name, each within its documented bound; everything else is a
  * violation:
- * - `l1-max-age-under-fault`: the reading process keeps `l1` copies, a fault (subscriber loss,
+ * - `l1-max-age-under-fault`: the reading process keeps `l1` copies, is not the one that
+ *   invalidated (that one drops its own copy at once), a fault (subscriber loss,
  *   paused or restarted Redis, ...) was under way while the invalidation ran, and the read began
  *   within `l1.maxAge` of the invalidation's end: the announcement may have been lost, and `maxAge`
  *   bounds how long a copy is served.
@@ -216,16 +217,15 @@ function judged(
     .map((f) => f.kind);
   const maxAge = config.l1MaxAgeMs[read.process];
   const trustMs = maxAge ?? config.tagTrustMs;
+  // A process drops its own copy and learns its own tag bump as it makes them: only another
+  // process's invalidation can be hidden from it.
+  const other = read.process !== missed.process;
   let allowed: Exception | undefined;
-  if (under.length > 0 && maxAge !== undefined && stalenessMs < maxAge) {
+  if (other && under.length > 0 && maxAge !== undefined && stalenessMs < maxAge) {
     allowed = 'l1-max-age-under-fault';
-  } else if (under.length > 0 && missed.tags && stalenessMs < trustMs) {
+  } else if (other && under.length > 0 && missed.tags && stalenessMs < trustMs) {
     allowed = 'tag-versions-trusted-under-fault';
-  } else if (
-    read.process !== missed.process &&
-    stalenessMs < config.deliveryMs &&
-    (maxAge !== undefined || missed.tags)
-  ) {
+  } else if (other && stalenessMs < config.deliveryMs && (maxAge !== undefined || missed.tags)) {
     allowed = 'announcement-in-flight';
   }
   const origin = read.value!.origin === 'build' ? "a build's value" : 'a written value';
