@@ -3,6 +3,7 @@ import { Test } from '@nestjs/testing';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  BufferCache,
   BufferLockConfigError,
   BufferLockModule,
   LockError,
@@ -70,13 +71,19 @@ describe('app.close() with builds in flight', () => {
   const logger = new MemoryLogger();
   let app: INestApplicationContext;
   let builds: Promise<string | undefined>[];
+  let cached: Promise<string>;
   let closing: Promise<void>;
 
   beforeAll(async () => {
     app = await appOn(NS, logger);
     const reports = app.get(Reports);
     builds = ids.map((id) => reports.build(id));
-    await until(async () => (await lockKeys(NS)).length === N);
+    // A cache entry built meanwhile holds its lock in the same namespace.
+    cached = app.get(BufferCache).getOrSet('entry', async () => {
+      await gate.promise;
+      return 'entry built';
+    });
+    await until(async () => (await lockKeys(NS)).length === N + 1);
     closing = app.close();
   });
 
@@ -97,6 +104,7 @@ describe('app.close() with builds in flight', () => {
   it('lets each build finish with its value, then leaves no lock key in Redis', async () => {
     gate.resolve();
     expect(await Promise.all(builds)).toEqual(ids.map((id) => `report ${id}`));
+    expect(await cached).toBe('entry built');
     await closing;
     expect(await lockKeys(NS)).toEqual([]);
     const failed = logger.lines.filter((line) => /unlock failed|closed/i.test(line.text));
