@@ -317,7 +317,12 @@ export class HistoryFleet {
    */
   private async failover(): Promise<void> {
     const cluster = this.cluster!;
-    const alive = cluster.nodes.filter((n) => n.process.exitCode === null);
+    // A killed node's plain client would queue a command until it is back: asked only when up.
+    const up = (i: number): boolean => {
+      const child = cluster.nodes[i]!.process;
+      return child.exitCode === null && child.signalCode === null;
+    };
+    const alive = cluster.nodes.filter((_, i) => up(i));
     const slot = Number(
       await cluster
         .node(cluster.nodes.indexOf(alive[0]!))
@@ -325,6 +330,7 @@ export class HistoryFleet {
     );
     const ownerOf = async (): Promise<number | undefined> => {
       for (let i = 0; i < cluster.nodes.length; i++) {
+        if (!up(i)) continue;
         const nodes = await cluster
           .node(i)
           .cluster('NODES')
