@@ -12,9 +12,10 @@ import {
 } from '@nestjs/common';
 import { SSE_METADATA } from '@nestjs/common/constants.js';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
-import { lastValueFrom, of, throwError, type Observable } from 'rxjs';
+import { of, throwError, type Observable } from 'rxjs';
 import { BufferCache, HTTP, LOOKUP } from './buffer-cache.service.js';
 import { headerReader, headOf, isStorable, type HeaderReader } from './http-response.js';
+import { Streamed, valueOrStream } from './http-stream.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
@@ -40,6 +41,9 @@ type HttpSettings = Readonly<HttpCacheOptionsDto>;
 
 // Passed on as they are, unlike the cache's own errors; shared by every interceptor class.
 const handlerErrors = new WeakSet<object>();
+
+// Handlers whose Observable emitted more than once: streams, sent live from then on.
+const streaming = new WeakSet<object>();
 
 // Through the cache and out again as it was: a `StreamableFile` (read once: sent, never cached),
 // a response a shared cache may not store, or a non-object the handler threw.
@@ -122,7 +126,10 @@ export class BufferCacheInterceptor implements NestInterceptor {
     // Outside HTTP (GraphQL, RPC, WebSocket) nothing is cached nor coalesced; an `@Sse` stream
     // is sent live.
     if (context.getType() !== 'http') return next.handle();
-    if (this.reflector.get<unknown>(SSE_METADATA, context.getHandler())) return next.handle();
+    const handler = context.getHandler();
+    if (streaming.has(handler) || this.reflector.get<unknown>(SSE_METADATA, handler)) {
+      return next.handle();
+    }
     const headers = this.headersOf(context);
     // Private (Varnish's rule): not cached, not coalesced, no `X-Cache`.
     const personal = !!headers && (headers.authorization ?? headers.cookie) !== undefined;
@@ -138,19 +145,28 @@ export class BufferCacheInterceptor implements NestInterceptor {
     let kept: Carried | undefined;
     let produced: { value: unknown } | undefined;
     let ran = false;
+    let answered = false;
+    let unsubscribe: (() => void) | undefined;
     const response: unknown = context.switchToHttp().getResponse();
     const read = (this.read ??= headerReader(this.httpAdapterHost?.httpAdapter));
     const before = headOf(read, response);
     const factory = async (): Promise<unknown> => {
-      let value: unknown;
+      let made: { value: unknown } | Streamed;
       ran = true;
       try {
-        value = await lastValueFrom(next.handle());
+        made = await valueOrStream(next.handle(), (end) => (unsubscribe = end));
       } catch (error) {
         if (!isObject(error)) throw new Carried(error);
         handlerErrors.add(error);
         throw error;
       }
+      if (made instanceof Streamed) {
+        streaming.add(handler);
+        // A refresh after this request was answered: no one takes the stream.
+        if (answered) made.drop();
+        throw (kept = new Carried(made));
+      }
+      const { value } = made;
       if (value instanceof StreamableFile) throw (kept = new Carried(value));
       const after = headOf(read, response);
       // Not stored, and not shared with the requests waiting on it either: each runs its own.
@@ -178,11 +194,15 @@ export class BufferCacheInterceptor implements NestInterceptor {
       // URL entries hold a `Stored`: a key of their own, apart from the values of earlier versions.
       const name = url ? `r2${String(key)}` : String(key);
       const { value, status } = await this.cache[LOOKUP](name, factory, options, url);
+      answered = true;
       this.setHeadersWhenHttp(context, status);
       return of(url ? this.replay(response, value as Stored) : value);
     } catch (error) {
+      // A build that failed (past `hardTimeout`, say) while its handler's Observable ran.
+      unsubscribe?.();
       // A response not to share (a file, a private one) goes to the request that made it only.
       if (kept && error === kept) {
+        if (kept.value instanceof Streamed) return kept.value.stream;
         this.setHeadersWhenHttp(context, 'miss');
         return of(kept.value);
       }
