@@ -63,7 +63,10 @@ const isObject = (value: unknown): value is object =>
  * `@CacheTTL()` in ms) whose missing entry is built once across the fleet; `X-Cache` says `HIT`,
  * `MISS` or `STALE`. URL keys are the method, `Host` and URL (and the module's `http.vary`
  * headers), apart from every other key. A request with `Authorization` or `Cookie` just runs,
- * unless `http.shareAuthorized`. Only values are shared: errors and `StreamableFile`s are not.
+ * unless `http.shareAuthorized`. Only what a shared cache may store is shared (a status cacheable
+ * by default, no `Set-Cookie`, no `Cache-Control` `no-store`/`private`/`no-cache`, no `Vary: *`),
+ * replayed with its status and `Content-Type`; errors, files and streams (`@Sse`, an Observable
+ * that emits twice) are not. Outside HTTP it only calls the handler.
  *
  * @example
  * ```ts
@@ -149,10 +152,11 @@ export class BufferCacheInterceptor implements NestInterceptor {
     let unsubscribe: (() => void) | undefined;
     const response: unknown = context.switchToHttp().getResponse();
     const read = (this.read ??= headerReader(this.httpAdapterHost?.httpAdapter));
-    const before = headOf(read, response);
     const factory = async (): Promise<unknown> => {
       let made: { value: unknown } | Streamed;
       ran = true;
+      // The route's own status and `Content-Type` (`@HttpCode()`, `@Header()`): a hit sets them too.
+      const before = headOf(read, response);
       try {
         made = await valueOrStream(next.handle(), (end) => (unsubscribe = end));
       } catch (error) {
