@@ -133,8 +133,10 @@ afterAll(async () => {
 
 let apps = 0;
 
-async function start(platform: Platform): Promise<string> {
-  const namespace = `test:response-rules:${platform.name}:${++apps}:`;
+async function start(
+  platform: Platform,
+  namespace = `test:response-rules:${platform.name}:${++apps}:`,
+): Promise<string> {
   const ref = await Test.createTestingModule({
     imports: [BufferLockModule.forRoot({ redis: () => server.client(), namespace })],
     controllers: [PagesController],
@@ -198,6 +200,26 @@ describe.each(PLATFORMS)('BufferCacheInterceptor on $name: what is stored', (pla
     expect(gate.started).toBe(2);
     expect(replies[0]!.text).not.toBe(replies[1]!.text);
     const tokens = replies.map((reply) => (JSON.parse(reply.text) as { token: string }).token);
+    expect(replies.map((reply) => reply.cookie)).toEqual(
+      tokens.map((token) => [`csrf=${token}; HttpOnly`]),
+    );
+  });
+
+  it('across two workers, the one that waited for a build that set a cookie runs its own handler', async () => {
+    const namespace = `test:response-rules:${platform.name}:workers:`;
+    const [one, two] = [await start(platform, namespace), await start(platform, namespace)];
+    gate.close();
+    const first = get(one, '/csrf?workers');
+    await sleep(100);
+    const second = get(two, '/csrf?workers');
+    await sleep(100);
+    // The second worker waits for the first one's lock.
+    expect(gate.started).toBe(1);
+    gate.release();
+    const replies = await Promise.all([first, second]);
+    expect(gate.started).toBe(2);
+    const tokens = replies.map((reply) => (JSON.parse(reply.text) as { token: string }).token);
+    expect(tokens[0]).not.toBe(tokens[1]);
     expect(replies.map((reply) => reply.cookie)).toEqual(
       tokens.map((token) => [`csrf=${token}; HttpOnly`]),
     );
