@@ -14,7 +14,15 @@ import { SSE_METADATA } from '@nestjs/common/constants.js';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { of, throwError, type Observable } from 'rxjs';
 import { BufferCache, HTTP, LOOKUP } from './buffer-cache.service.js';
-import { headerReader, headOf, isStorable, type HeaderReader } from './http-response.js';
+import {
+  headerReader,
+  headOf,
+  isStorable,
+  replay,
+  type HeaderReader,
+  type Head,
+  type Stored,
+} from './http-response.js';
 import { Streamed, valueOrStream } from './http-stream.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
@@ -50,10 +58,6 @@ const streaming = new WeakSet<object>();
 class Carried {
   constructor(readonly value: unknown) {}
 }
-
-// A URL key's entry: the body, and the status and `Content-Type` the handler set, when it changed
-// the route's own.
-type Stored = [body: unknown, status?: number, type?: string];
 
 const isObject = (value: unknown): value is object =>
   (typeof value === 'object' && value !== null) || typeof value === 'function';
@@ -152,11 +156,12 @@ export class BufferCacheInterceptor implements NestInterceptor {
     let unsubscribe: (() => void) | undefined;
     const response: unknown = context.switchToHttp().getResponse();
     const read = (this.read ??= headerReader(this.httpAdapterHost?.httpAdapter));
+    const head: Head = { replayed: false };
     const factory = async (): Promise<unknown> => {
       let made: { value: unknown } | Streamed;
       ran = true;
       // The route's own status and `Content-Type` (`@HttpCode()`, `@Header()`): a hit sets them too.
-      const before = headOf(read, response);
+      const before = (head.before ??= headOf(read, response));
       try {
         made = await valueOrStream(next.handle(), (end) => (unsubscribe = end));
       } catch (error) {
@@ -176,6 +181,8 @@ export class BufferCacheInterceptor implements NestInterceptor {
       // Not stored, and not shared with the requests waiting on it either: each runs its own.
       if (!isStorable(read, response, after.status)) throw (kept = new Carried(value));
       produced = { value };
+      // A refresh of the entry replayed onto this response: what its handler set is unknown.
+      if (head.replayed) throw (kept = new Carried(value));
       const status = after.status === before.status ? undefined : after.status;
       const type = after.type === before.type ? undefined : after.type;
       if (status === undefined && type === undefined) return url ? [value] : value;
@@ -200,7 +207,11 @@ export class BufferCacheInterceptor implements NestInterceptor {
       const { value, status } = await this.cache[LOOKUP](name, factory, options, url);
       answered = true;
       this.setHeadersWhenHttp(context, status);
-      return of(url ? this.replay(response, value as Stored) : value);
+      return of(
+        url
+          ? replay(this.httpAdapterHost?.httpAdapter, read, response, value as Stored, head)
+          : value,
+      );
     } catch (error) {
       // A build that failed (past `hardTimeout`, say) while its handler's Observable ran.
       unsubscribe?.();
@@ -283,16 +294,6 @@ export class BufferCacheInterceptor implements NestInterceptor {
   protected isRequestCacheable(context: ExecutionContext): boolean {
     const request = context.switchToHttp().getRequest<{ method?: string } | undefined>();
     return this.allowedMethods.includes(request?.method as string);
-  }
-
-  /** The stored body, with the status and `Content-Type` its handler set. */
-  private replay(response: unknown, [body, status, type]: Stored): unknown {
-    const httpAdapter = this.httpAdapterHost?.httpAdapter;
-    if (httpAdapter && status !== undefined && status !== null)
-      httpAdapter.status(response, status);
-    if (httpAdapter && typeof type === 'string')
-      httpAdapter.setHeader(response, 'Content-Type', type);
-    return body;
   }
 
   protected setHeadersWhenHttp(context: ExecutionContext, status: 'hit' | 'miss' | 'stale'): void {

@@ -1,4 +1,4 @@
-import { CacheKey } from '@nestjs/cache-manager';
+import { CacheKey, CacheTTL } from '@nestjs/cache-manager';
 import {
   Controller,
   Get,
@@ -12,7 +12,11 @@ import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BufferCacheInterceptor, BufferLockModule } from '../../lib/index.js';
+import {
+  BufferCacheInterceptor,
+  BufferLockModule,
+  type BufferLockOptions,
+} from '../../lib/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 /**
@@ -54,6 +58,8 @@ class Gate {
 
 const gate = new Gate();
 let runs = 0;
+/** Whether `GET /item` finds its item. */
+const item = { missing: false };
 
 @Controller()
 @UseInterceptors(BufferCacheInterceptor)
@@ -102,6 +108,13 @@ class PagesController {
     return `run,${++runs}`;
   }
 
+  @Get('item')
+  @CacheTTL(200)
+  findItem(@Res({ passthrough: true }) res: PlatformResponse): object {
+    if (item.missing) res.status(404);
+    return { found: !item.missing, run: ++runs };
+  }
+
   @Get('keyed-missing')
   @CacheKey('keyed-missing')
   keyedMissing(@Res({ passthrough: true }) res: PlatformResponse): object {
@@ -136,9 +149,10 @@ let apps = 0;
 async function start(
   platform: Platform,
   namespace = `test:response-rules:${platform.name}:${++apps}:`,
+  options: Partial<BufferLockOptions> = {},
 ): Promise<string> {
   const ref = await Test.createTestingModule({
-    imports: [BufferLockModule.forRoot({ redis: () => server.client(), namespace })],
+    imports: [BufferLockModule.forRoot({ redis: () => server.client(), namespace, ...options })],
     controllers: [PagesController],
   }).compile();
   const nest = ref.createNestApplication(platform.adapter(), { logger: false });
@@ -287,4 +301,27 @@ describe.each(PLATFORMS)('BufferCacheInterceptor on $name: what is stored', (pla
     expect(second.cache).toBe('MISS');
     expect(second.text).not.toBe(first.text);
   });
+
+  it.each([
+    ['still misses its item', true],
+    ['now finds its item', false],
+  ])(
+    'a stale 404 refreshed by a handler that %s: each body comes with its own status',
+    async (_what, missing) => {
+      const own = await start(platform, undefined, { cacheDefaults: { grace: 60 } });
+      item.missing = true;
+      const replies = [await get(own, '/item')];
+      await sleep(300);
+      item.missing = missing;
+      replies.push(await get(own, '/item'));
+      // The refresh ran behind the stale answer.
+      await sleep(300);
+      replies.push(await get(own, '/item'), await get(own, '/item'));
+      expect(replies[1]!.cache).toBe('STALE');
+      for (const reply of replies) {
+        const { found } = JSON.parse(reply.text) as { found: boolean };
+        expect([reply.status, found]).toEqual(found ? [200, true] : [404, false]);
+      }
+    },
+  );
 });
