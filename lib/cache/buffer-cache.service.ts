@@ -146,8 +146,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     // Decoded only for what needs the value as a hit returns it: l1's copy, @CachePut's answer.
     const entry = keep || answer ? this.entries.codec.decode(text) : undefined;
     // Tags whose versions could not be read: nothing is written that could not be invalidated.
-    if (stamps)
-      await this.entries.write(key, lockKey, text, settings, true, keep ? entry : undefined);
+    if (stamps) await this.entries.write(key, lockKey, text, settings, keep ? entry : undefined);
     this.lookups.detach(lockKey);
     return entry?.value;
   }

@@ -1,6 +1,8 @@
+import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
+import type { FlightOptions } from '../options/buffer-lock.options.js';
+import type { ThrottledLog } from '../single-flight/throttled-log.js';
 import type { CacheEntry } from './entry-codec.js';
-import type { CacheParts } from './entry-store.js';
 import type { InvalidationBus } from './invalidation-bus.js';
 import type { LocalTier } from './local-tier.js';
 
@@ -9,7 +11,12 @@ export class CopyAnnouncer {
   constructor(
     private readonly bus: InvalidationBus,
     private readonly tier: LocalTier<CacheEntry> | undefined,
-    private readonly parts: CacheParts,
+    private readonly parts: {
+      readonly options: FlightOptions;
+      readonly messages: BufferLockMessages;
+      readonly log: ThrottledLog;
+      readonly now: () => number;
+    },
   ) {}
 
   /**

@@ -114,11 +114,9 @@ export class EntryBuilder {
       const started = now();
       const value = await bounded(factory());
       const text = entries.codec.encode(key, value, settings, now() - started, stamps);
-      // Without the lock no release follows: the entry is written here. Tags whose versions
-      // could not be read: nothing is written that could not be invalidated.
-      if (!stamps) payload = undefined;
-      else if (currentFlight()?.locked) payload = text;
-      else await entries.write(key, lockKey, text, settings, false);
+      // Only a build under the lock is checked against the writes that came after it began (its
+      // release), so only it stores; and nothing is written that tags could not invalidate.
+      payload = stamps && currentFlight()?.locked ? text : undefined;
       // What a hit will return: the value as the serializer gives it back.
       return { value: entries.codec.decode(text).value, built: true };
     };

@@ -8,7 +8,7 @@ import {
   type ResultSerializer,
 } from '../serialization/result-serializer.js';
 import type { ThrottledLog } from '../single-flight/throttled-log.js';
-import type { TagStamp } from './tag-versions.js';
+import { TAG_KEEP_MS, type TagStamp } from './tag-versions.js';
 
 /** One cached value: fresh until `freshUntil`, servable stale until `staleUntil` (epoch ms). */
 export interface CacheEntry {
@@ -116,3 +116,9 @@ function stampsOf(text: string): readonly TagStamp[] {
   if (!Array.isArray(stamps) || !stamps.every(isStamp)) throw new TypeError('not a cache entry');
   return stamps as TagStamp[];
 }
+
+/** How long the store keeps an entry: fresh, then servable stale; a tagged one, `TAG_KEEP_MS` at most. */
+export const ttlMsOf = (settings: CacheSettings): number => {
+  const ms = toMilliseconds(settings.ttl + settings.grace);
+  return settings.tags.length > 0 ? Math.min(ms, TAG_KEEP_MS) : ms;
+};

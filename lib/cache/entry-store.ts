@@ -1,5 +1,5 @@
-import type { LockError } from '../errors/lock.error.js';
-import type { LockGuard } from '../lock/lock-results.js';
+import { LockError } from '../errors/lock.error.js';
+import { claimOnce, type LockGuard } from '../lock/lock-results.js';
 import {
   ACQUIRE_UNLESS_FOUND,
   RELEASE_WRITING,
@@ -8,7 +8,6 @@ import {
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
 import type { CacheSettings } from '../options/cache.options.js';
-import { toMilliseconds } from '../options/seconds.js';
 import { slotKey } from '../redis/keys.js';
 import { carriedPayload, writeOutdating } from '../redis/lock-commands.js';
 import type { FlightOptions } from '../options/buffer-lock.options.js';
@@ -17,11 +16,11 @@ import type { ThrottledLog } from '../single-flight/throttled-log.js';
 import type { RedisScriptClient } from '../types/clients.js';
 import { lockChannel } from '../telemetry/channels.js';
 import { cacheStoreOf, RedisCacheStore, type BufferCacheStore } from './cache-store.js';
-import { EntryCodec, type CacheEntry } from './entry-codec.js';
+import { EntryCodec, ttlMsOf, type CacheEntry } from './entry-codec.js';
 import { CopyAnnouncer } from './copy-announcer.js';
 import { InvalidationBus } from './invalidation-bus.js';
 import { LocalTier } from './local-tier.js';
-import { TAG_KEEP_MS, TagVersions, type TagStamp } from './tag-versions.js';
+import { TagVersions, type TagStamp } from './tag-versions.js';
 
 export type { CacheEntry } from './entry-codec.js';
 
@@ -207,39 +206,45 @@ export class EntryStore {
 
   /**
    * Writes the entry; every `l1` drops its copy, and this one keeps `kept` (its decoded value)
-   * when the store took it and nothing was heard since before the write. An `outdating` write (a
-   * `set()`) also outdates the build in flight on the key: its release then stores nothing.
+   * when the store took it and nothing was heard since before the write. It outdates the build in
+   * flight on the key (its release then stores nothing); rejects when the store refuses it.
    */
   async write(
     key: string,
     lockKey: string,
     text: string,
     settings: CacheSettings,
-    outdating: boolean,
     kept?: CacheEntry,
   ): Promise<void> {
     const storeKey = this.keyOf(key, lockKey);
     const before = this.tier ? this.bus.mark() : undefined;
     const ttlMs = ttlMsOf(settings);
-    let stored = true;
-    try {
-      if (!outdating) await this.store.set(storeKey, text, ttlMs);
-      else await this.outdating(lockKey, storeKey, text, ttlMs);
-    } catch (error) {
-      stored = false;
-      this.storeFailed(error);
-    }
+    let failure: unknown;
+    await this.outdating(lockKey, storeKey, text, ttlMs).catch((error: unknown) => {
+      failure = error;
+    });
     // A read under way began before this write: a lookup after it reads again.
     this.reading.delete(storeKey);
-    await this.copies.announced(key, stored ? kept : undefined, before);
+    await this.copies.announced(key, failure === undefined ? kept : undefined, before);
+    if (failure !== undefined) this.writeFailed(failure);
   }
 
   /** Deletes the entry and outdates the build in flight on the key, if any. */
   async delete(key: string, lockKey: string): Promise<void> {
     const storeKey = this.keyOf(key, lockKey);
-    await this.guarded(() => this.outdating(lockKey, storeKey, undefined, 0));
+    let failure: unknown;
+    await this.outdating(lockKey, storeKey, undefined, 0).catch((error: unknown) => {
+      failure = error;
+    });
     this.reading.delete(storeKey);
     await this.copies.announced(key);
+    if (failure !== undefined) this.writeFailed(failure);
+  }
+
+  /** A write or delete the store refused: its caller cannot take it as done. */
+  private writeFailed(error: unknown): never {
+    const text = this.parts.messages.render('cache_write_failed', { ERROR: errorText(error) });
+    throw new LockError('cache_write_failed', text, { cause: error });
   }
 
   /**
@@ -275,15 +280,14 @@ export class EntryStore {
   ): Promise<Released> {
     const { lock, options } = this.parts;
     if (text === undefined) return { error: (await lock.release(guard))[1], outdated: false };
-    if (!this.builtIn) await this.write(key, guard.key, text, settings, false);
+    const storeKey = this.keyOf(key, guard.key);
+    if (!this.builtIn) await this.guarded(() => this.store.set(storeKey, text, ttlMsOf(settings)));
     const prefix = this.builtIn ? options.cachePrefix : undefined;
     const write = { prefix, payload: text, ttlMs: ttlMsOf(settings), carried: 'entry' as const };
     const [written, error] = await lock[RELEASE_WRITING](guard, write);
     const outdated = !written && !error;
-    if (outdated && !this.builtIn) {
-      await this.guarded(() => this.store.delete(this.keyOf(key, guard.key)));
-    }
-    if (this.builtIn || outdated) await this.copies.announced(key);
+    if (outdated && !this.builtIn) await this.guarded(() => this.store.delete(storeKey));
+    await this.copies.announced(key);
     return { error, outdated };
   }
 
@@ -308,21 +312,5 @@ export class EntryStore {
   }
 }
 
-/** How long the store keeps an entry: fresh, then servable stale; a tagged one, `TAG_KEEP_MS` at most. */
-const ttlMsOf = (settings: CacheSettings): number => {
-  const ms = toMilliseconds(settings.ttl + settings.grace);
-  return settings.tags.length > 0 ? Math.min(ms, TAG_KEEP_MS) : ms;
-};
-
 /** Seconds a tag version is trusted without `l1` (with it, its `maxAge`). */
 const DEFAULT_TRUST_SECONDS = 5;
-
-/** The lock a lookup took, given once: to the caller that builds. */
-function claimOnce(guard: LockGuard): () => LockGuard | undefined {
-  let left: LockGuard | undefined = guard;
-  return () => {
-    const taken = left;
-    left = undefined;
-    return taken;
-  };
-}

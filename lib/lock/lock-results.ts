@@ -55,3 +55,13 @@ export type ExtendResult =
   | readonly [extended: true, error: undefined]
   | readonly [extended: false, error: undefined]
   | readonly [extended: false, error: LockError];
+
+/** The lock a lookup took, given once: to the caller that builds. */
+export function claimOnce(guard: LockGuard): () => LockGuard | undefined {
+  let left: LockGuard | undefined = guard;
+  return () => {
+    const taken = left;
+    left = undefined;
+    return taken;
+  };
+}

@@ -143,6 +143,8 @@ export const ENGLISH_MESSAGES = {
   cache_build_timeout:
     'Building the value for KEY took more than SECONDS s (hardTimeout): its lock is released, and a late value is not stored',
   cache_store_failed: 'The cache store failed: ERROR; serving without it',
+  cache_write_failed:
+    'The cache store could not write or delete an entry: ERROR; the entry it held may still be served',
   cache_entry_unreadable: 'A cache entry could not be read: ERROR; building it anew',
   cache_refresh_failed:
     'Refreshing a stale cache entry failed: ERROR; serving it stale, next try in SECONDS s',

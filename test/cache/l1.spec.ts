@@ -128,7 +128,9 @@ describe('l1: an in-process tier in front of the store', () => {
       const before = reads;
       return (await cache.get('l1:taken')) === 1 && reads === before;
     });
-    await cache.set('l1:refused', 2);
+    const refused: unknown = await cache.set('l1:refused', 2).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'cache_write_failed' });
+    expect((refused as Error).cause).toMatchObject({ message: 'the store is down' });
     const before = reads;
     expect(await cache.get('l1:refused')).toBeUndefined();
     expect(reads).toBe(before + 1);

@@ -159,7 +159,14 @@ describe('tags: deleteByTag makes every entry that carries one of them a miss', 
       namespace: 'test:tags:',
     });
     const cache = new BufferCache({ lock, options: { logger: new MemoryLogger() } });
-    await cache.set(key(), 1);
+    // Connected once a write goes through (without an offline queue, one may come too early).
+    const k = key();
+    await until(() =>
+      cache.set(k, 1).then(
+        () => true,
+        () => false,
+      ),
+    );
     await down.kill();
     const error: unknown = await cache.deleteByTag(tag()).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(LockError);

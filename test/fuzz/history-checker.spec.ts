@@ -66,6 +66,24 @@ describe('the history checker', () => {
     expect(result.readsChecked).toBe(1);
   });
 
+  it("on a store of its own, lets a build's value pass until the calls waiting on that build returned", () => {
+    const value = built(1, 5);
+    const operations: Operation[] = [
+      read(4, 50, value, 2), // the build's own call: it deletes what it wrote before it returns
+      invalidation('delete', 10, 20),
+      read(30, 31, value),
+      read(60, 61, value),
+    ];
+    const own = checkHistory({ operations, faults: [] }, { ownStore: true });
+    expect(own.allowed.map((s) => [s.read.start, s.allowed])).toEqual([
+      [30, 'outdated-build-on-own-store'],
+    ]);
+    expect(own.violations.map((s) => s.read.start)).toEqual([60]);
+    // On the built-in store the build's release checks and writes in one step: no window.
+    const builtIn = checkHistory({ operations, faults: [] });
+    expect(builtIn.violations.map((s) => s.read.start)).toEqual([30, 60]);
+  });
+
   it('reports a build that read an older version of the row than a returned write bumped it to', () => {
     // The factory began after the write did, but read the source before its bump.
     const write = invalidation('deleteByTag', 10, 20, { row: 'r', version: 2, tags: true });

@@ -19,6 +19,10 @@
  * - `announcement-in-flight` (only with `deliveryMs` > 0): a read in another process that began
  *   within `deliveryMs` of the invalidation's end, whose announcement the writer had sent but the
  *   reader may not have received yet.
+ * - `outdated-build-on-own-store` (only with `ownStore`): the entries live in a store of the
+ *   user's, so a build writes its value there before its release can find it outdated; it then
+ *   deletes it, before its own call returns. A read of a build's value that began before the
+ *   calls waiting on that build had returned is within that window.
  */
 
 /** A value as the run's factories and writers make it. */
@@ -93,6 +97,8 @@ export interface CheckerConfig {
   readonly clockSkewMs: number;
   /** See `announcement-in-flight`; 0 allows none. */
   readonly deliveryMs: number;
+  /** The entries live in a store of the user's: see `outdated-build-on-own-store`. */
+  readonly ownStore: boolean;
 }
 
 export const DEFAULT_CHECKER_CONFIG: CheckerConfig = {
@@ -101,10 +107,14 @@ export const DEFAULT_CHECKER_CONFIG: CheckerConfig = {
   recoveryMs: 2000,
   clockSkewMs: 1,
   deliveryMs: 0,
+  ownStore: false,
 };
 
 export type Exception =
-  'l1-max-age-under-fault' | 'tag-versions-trusted-under-fault' | 'announcement-in-flight';
+  | 'l1-max-age-under-fault'
+  | 'tag-versions-trusted-under-fault'
+  | 'announcement-in-flight'
+  | 'outdated-build-on-own-store';
 
 /** A stale read and the invalidation it missed. */
 export interface StaleRead {
@@ -154,6 +164,13 @@ export function checkHistory(history: History, given: Partial<CheckerConfig> = {
       byKey.set(key, list);
     }
   }
+  // When each build's value stopped being servable from a store of the user's: the last end of the
+  // calls that began before its factory ran (the build's own, and those waiting on it).
+  const buildEnds = new Map<string, number>();
+  for (const op of history.operations) {
+    if (op.kind !== 'read' || op.value?.origin !== 'build' || op.start > op.value.madeAt) continue;
+    buildEnds.set(op.value.id, Math.max(buildEnds.get(op.value.id) ?? 0, op.end));
+  }
   const violations: StaleRead[] = [];
   const allowed: StaleRead[] = [];
   let readsChecked = 0;
@@ -167,7 +184,7 @@ export function checkHistory(history: History, given: Partial<CheckerConfig> = {
       if (!(missed.end + config.clockSkewMs < read.start)) continue;
       const why = supersedes(missed, value, writes, config.clockSkewMs);
       if (!why) continue;
-      const stale = judged(read, missed, why, history.faults, config);
+      const stale = judged(read, missed, why, history.faults, config, buildEnds.get(value.id));
       if (!found || worse(stale, found)) found = stale;
     }
     if (found) (found.allowed ? allowed : violations).push(found);
@@ -210,6 +227,7 @@ function judged(
   why: 'version' | 'replaced',
   faults: readonly Fault[],
   config: CheckerConfig,
+  buildEnd: number | undefined,
 ): StaleRead {
   const stalenessMs = read.start - missed.end;
   const under = faults
@@ -227,6 +245,12 @@ function judged(
     allowed = 'tag-versions-trusted-under-fault';
   } else if (other && stalenessMs < config.deliveryMs && (maxAge !== undefined || missed.tags)) {
     allowed = 'announcement-in-flight';
+  } else if (
+    config.ownStore &&
+    buildEnd !== undefined &&
+    read.start < buildEnd + config.clockSkewMs
+  ) {
+    allowed = 'outdated-build-on-own-store';
   }
   const origin = read.value!.origin === 'build' ? "a build's value" : 'a written value';
   const where = read.process === missed.process ? 'same process' : 'another process';

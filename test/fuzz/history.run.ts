@@ -273,7 +273,7 @@ export class HistoryFleet {
     if (setup.l1MaxAge !== undefined) {
       this.workers.forEach((_, w) => (l1MaxAgeMs[w] = setup.l1MaxAge! * 1000));
     }
-    const config = { l1MaxAgeMs };
+    const config = { l1MaxAgeMs, ownStore: setup.store !== 'built-in' };
     const history = { operations, faults };
     return {
       setup,
