@@ -359,6 +359,8 @@ interface WaitingTrips {
   readonly processes: number;
   readonly mean: number;
   readonly max: number;
+  /** Heartbeat `PING`s of the waiting workers' subscriber connections, per worker: not counted above. */
+  readonly pings: number;
   /** Client commands whose source port was no worker's connection at the end of the round. */
   readonly unattributed: number;
 }
@@ -373,18 +375,26 @@ function waitingTrips(
   ports: readonly ReadonlySet<number>[],
 ): WaitingTrips {
   const perWorker = ports.map(() => 0);
+  const pingsPerWorker = ports.map(() => 0);
   let unattributed = 0;
   for (const [source, calls] of seen.bySource) {
     const port = Number(source.slice(source.lastIndexOf(':') + 1));
     const owner = ports.findIndex((own) => own.has(port));
+    const pings = seen.pingsBySource.get(source) ?? 0;
     if (owner < 0) unattributed += calls;
-    else perWorker[owner]! += calls;
+    else {
+      perWorker[owner]! += calls - pings;
+      pingsPerWorker[owner]! += pings;
+    }
   }
-  const waiting = perWorker.filter((_, i) => results[i]!.builds === 0);
+  const waitingIndex = (_: number, i: number): boolean => results[i]!.builds === 0;
+  const waiting = perWorker.filter(waitingIndex);
+  const pings = pingsPerWorker.filter(waitingIndex);
   return {
     processes: waiting.length,
     mean: waiting.reduce((a, b) => a + b, 0) / waiting.length,
     max: Math.max(...waiting),
+    pings: pings.reduce((a, b) => a + b, 0) / (pings.length || 1),
     unattributed,
   };
 }
@@ -491,7 +501,8 @@ async function stampedes(context: BenchContext): Promise<void> {
       const lost = t.unattributed ? `; ${t.unattributed} unattributed` : '';
       return t.processes === 0
         ? `– (every process built${lost})`
-        : `${fmt(t.mean, 1)} (max ${t.max}, ${t.processes} processes${lost})`;
+        : `${fmt(t.mean, 1)} (max ${t.max}, ${t.processes} processes${lost}; ` +
+            `+ ${fmt(t.pings, 1)} heartbeat PINGs)`;
     };
     const chartOf = (
       mode: CacheMode,
@@ -604,7 +615,8 @@ async function stampedes(context: BenchContext): Promise<void> {
         `clients sent (not those a script ran), each given to the worker whose connection sent ` +
         `it (MONITOR's source port against the local ports of each worker's connections to ` +
         `Redis, read from /proc at the end of the round), averaged over the workers whose factory ` +
-        `did not run in that round ("–" when every worker built). Latency is ` +
+        `did not run in that round ("–" when every worker built), without the PINGs a subscriber ` +
+        `connection sends every 400 ms to find a silent connection (shown apart). Latency is ` +
         `per caller from the go signal; "last served" is ms from the end of the last build to the ` +
         `last answer; ${REPORTS_AFTER}. The wake-up floor, under the table: what no library goes below on this ` +
         `machine, one \`SPUBLISH\` sent by a worker as its ${buildMs} ms timer ends, until it ` +
@@ -728,7 +740,8 @@ async function stampedes(context: BenchContext): Promise<void> {
     target(
       'cold stampede: ≤ 3 round trips per waiting process',
       ourTrips.processes
-        ? `${fmt(ourTrips.mean, 1)} (max ${ourTrips.max}; MONITOR, one round)`
+        ? `${fmt(ourTrips.mean, 1)} (max ${ourTrips.max}; MONITOR, one round; the subscriber's ` +
+            `heartbeat PINGs apart: ${fmt(ourTrips.pings, 1)} a process)`
         : 'no waiting process',
       ourTrips.processes ? ourTrips.max <= 3 : undefined,
     );

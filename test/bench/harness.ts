@@ -200,6 +200,8 @@ export interface MonitoredCommands {
   readonly byCommand: ReadonlyMap<string, number>;
   /** Commands sent by clients, per client address (`ip:port`, MONITOR's source field). */
   readonly bySource: ReadonlyMap<string, number>;
+  /** Of those, the `PING`s: a subscriber connection's heartbeat, on no call's path. */
+  readonly pingsBySource: ReadonlyMap<string, number>;
 }
 
 /**
@@ -216,6 +218,7 @@ export async function monitorCommands(
   const fence = `bench-fence-${Date.now()}`;
   const byCommand = new Map<string, number>();
   const bySource = new Map<string, number>();
+  const pingsBySource = new Map<string, number>();
   let fromClients = 0;
   let inScripts = 0;
   let fenced: (() => void) | undefined;
@@ -227,6 +230,7 @@ export async function monitorCommands(
     else {
       fromClients++;
       bySource.set(source, (bySource.get(source) ?? 0) + 1);
+      if (name === 'ping') pingsBySource.set(source, (pingsBySource.get(source) ?? 0) + 1);
     }
     byCommand.set(name, (byCommand.get(name) ?? 0) + 1);
   });
@@ -236,7 +240,7 @@ export async function monitorCommands(
   await seenFence;
   stop();
   fenceClient.disconnect();
-  return { fromClients, inScripts, byCommand, bySource };
+  return { fromClients, inScripts, byCommand, bySource, pingsBySource };
 }
 
 /** `get:4 evalsha:2`, busiest first. */
