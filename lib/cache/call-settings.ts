@@ -8,7 +8,7 @@ import {
 import { optionNames, validateOptions } from '../options/validate-options.js';
 
 const OPTION_NAMES = optionNames(CacheOptionsDto);
-const MAX_KEPT_SETTINGS = 1000;
+const MAX_KEPT_SETTINGS = 256;
 
 /** A call's options over the cache's defaults, validated once per set of values. */
 export class CallSettings {

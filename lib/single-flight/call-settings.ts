@@ -7,7 +7,7 @@ import {
 } from '../options/single-flight.options.js';
 
 /** Most validated per-call settings kept at once; past it they are checked anew. */
-const MAX_KEPT = 1000;
+const MAX_KEPT = 256;
 
 const PER_CALL: ReadonlySet<string> = new Set([
   'ttl',
@@ -37,24 +37,32 @@ function idOf(options: object): string | undefined {
 }
 
 /**
+ * Marks settings made here as complete, used as they are when handed back. A property, not a
+ * WeakSet of every settings object made: no table to fill per call. Not enumerable, so a spread
+ * copy (`{ ...settings, ttl: x }`) is checked anew.
+ */
+const COMPLETE = Symbol('complete settings');
+function markComplete(settings: object): void {
+  Object.defineProperty(settings, COMPLETE, { value: true });
+}
+
+/**
  * A call's options over the engine's defaults, validated once per set of values: an invalid one
  * is refused with a `BufferLockConfigError`, never run without the lock.
  */
 export class CallSettings {
-  /** Settings objects made here: complete, so used as they are. */
-  private readonly complete = new WeakSet<SingleFlightSettings>();
   private readonly kept = new Map<string, SingleFlightSettings>();
 
   constructor(
     readonly defaults: SingleFlightSettings,
     private readonly messages: BufferLockMessages,
   ) {
-    this.complete.add(defaults);
+    markComplete(defaults);
   }
 
   of(options?: SingleFlightOptions | SingleFlightSettings): SingleFlightSettings {
     if (options === undefined) return this.defaults;
-    if (this.complete.has(options as SingleFlightSettings)) return options as SingleFlightSettings;
+    if (Object.hasOwn(options, COMPLETE)) return options as SingleFlightSettings;
     // Options whose getters or Proxy traps throw are read (and refused) by the validation.
     const id = attempt(() => idOf(options), undefined);
     const kept = id === undefined ? undefined : this.kept.get(id);
@@ -64,7 +72,7 @@ export class CallSettings {
     for (const [key, value] of Object.entries(own)) {
       if (value !== undefined) settings[key] = value;
     }
-    this.complete.add(settings as SingleFlightSettings);
+    markComplete(settings);
     if (this.kept.size >= MAX_KEPT) this.kept.clear();
     if (id !== undefined) this.kept.set(id, settings as SingleFlightSettings);
     return settings as SingleFlightSettings;
