@@ -23,6 +23,7 @@ import {
   type Head,
   type Stored,
 } from './http-response.js';
+import { hostOf, optionsOf, type RequestHeaders } from './http-request.js';
 import { Streamed, valueOrStream } from './http-stream.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
@@ -40,11 +41,7 @@ const CACHE_TTL_METADATA = 'cache_module:cache_ttl';
 /** `@CacheTags()`'s metadata key: the tags of a route's entry, or a function of its context. */
 export const CACHE_TAGS_METADATA = 'nestjs-buffer-lock:cache_tags';
 
-// `@CacheTTL(0)` is "never expires" in cache-manager.
-const FOREVER_SECONDS = 100 * 365 * 24 * 3600;
-
 type Factory<T> = (context: ExecutionContext) => T;
-type Headers = Readonly<Record<string, string | string[] | undefined>>;
 type HttpSettings = Readonly<HttpCacheOptionsDto>;
 
 // Passed on as they are, unlike the cache's own errors; shared by every interceptor class.
@@ -277,9 +274,9 @@ export class BufferCacheInterceptor implements NestInterceptor {
     return this.reflector.get(CACHE_KEY_METADATA, context.getHandler());
   }
 
-  private headersOf(context: ExecutionContext): Headers | undefined {
+  private headersOf(context: ExecutionContext): RequestHeaders | undefined {
     if (context.getType() !== 'http') return undefined;
-    return context.switchToHttp().getRequest<{ headers?: Headers } | undefined>()?.headers;
+    return context.switchToHttp().getRequest<{ headers?: RequestHeaders } | undefined>()?.headers;
   }
 
   private httpSettings(): HttpSettings {
@@ -302,24 +299,4 @@ export class BufferCacheInterceptor implements NestInterceptor {
     const response: unknown = context.switchToHttp().getResponse();
     httpAdapter.setHeader(response, 'X-Cache', status.toUpperCase());
   }
-}
-
-type Socket = { socket?: { localPort?: number } };
-
-// The Host without the port the request came in on, which says nothing the server does not know
-// (supertest's per-request port); any other port stays: an unkeyed port poisons caches.
-function hostOf(host: string | string[] | undefined, request: unknown): unknown {
-  const port = /^([^:]*|\[.*\]):(\d+)$/.exec(typeof host === 'string' ? host : '');
-  const { socket, raw } = (request ?? {}) as Socket & { raw?: Socket };
-  const local = socket?.localPort ?? raw?.socket?.localPort;
-  return port && local !== undefined && Number(port[2]) === local ? port[1] : host;
-}
-
-/** `@CacheTTL()` (ms) as cache options; what is no number is handed on to be refused. */
-function optionsOf(ttl: unknown): BufferCacheOptions | undefined | 'uncached' {
-  if (ttl === null || ttl === undefined) return undefined;
-  if (typeof ttl !== 'number' || Number.isNaN(ttl)) return { ttl: ttl as number };
-  if (ttl < 0) return 'uncached';
-  if (ttl === 0 || ttl === Infinity) return { ttl: FOREVER_SECONDS };
-  return { ttl: Math.max(1, Math.round(ttl)) / 1000 };
 }
