@@ -11,6 +11,7 @@ import {
   replaceMethod,
   returnsObservable,
 } from './method-metadata.js';
+import { failed, onSuccess } from './on-success.js';
 import type { SingleFlight } from './single-flight.decorator.js';
 
 /**
@@ -30,8 +31,9 @@ export type CacheEvictKeys<This = unknown, Args extends unknown[] = never[]> =
  * `BufferCache.deleteByTag`), once the method has returned (or its promise resolved), and only
  * then: a method that throws or rejects deletes nothing. The next call of each key builds it
  * again (once across the fleet), and every worker's `l1` copy is dropped. The method becomes
- * async and resolves to its own value once the entries are gone. A method declared to return an
- * Observable is refused when the class is defined.
+ * async and resolves to its own value once the entries are gone. An Observable (declared or not)
+ * stays one: each subscription deletes once it completes, and its values go on one behind, the
+ * last once the entries are gone; one that errors deletes nothing.
  *
  * @example
  * ```ts
@@ -65,25 +67,24 @@ export function CacheEvict<This, Args extends unknown[]>(
       'cache_evict',
     );
     const names = { CLASS: target.constructor.name, METHOD: String(propertyKey) };
-    if (returnsObservable(target, propertyKey)) {
-      const params = { ...names, WHAT: 'it returns an Observable' };
-      throw configError(messages, 'method', 'cache_evict_unsupported', params);
-    }
+    const observable = returnsObservable(target, propertyKey);
     injectCache(target);
 
-    const wrapper = async function (this: This, ...args: Args): Promise<unknown> {
+    const wrapper = function (this: This, ...args: Args): unknown {
       const cache = cacheOf(this, messages, 'cache_evict_no_module', names);
-      if (cache instanceof Error) throw cache;
-      const value = await original.apply(this, args);
-      const named: unknown = typeof keys === 'function' ? keys.apply(this, args) : keys;
-      const tagged = typeof tags === 'function' ? tags.apply(this, args) : tags;
-      // Checked by delete() and deleteByTag(): a function's wrong answer rejects in the catalog's words.
-      const list = (Array.isArray(named) ? named : [named]) as string[];
-      const evicted = list.map((k) => cache.delete(k));
-      if (tagged === undefined || (Array.isArray(tagged) && tagged.length === 0)) {
-        await Promise.all(evicted);
-      } else await Promise.all([...evicted, cache.deleteByTag(tagged)]);
-      return value;
+      if (cache instanceof Error) return failed(cache, observable);
+      const evict = async (last: { value: unknown } | undefined): Promise<unknown> => {
+        const named: unknown = typeof keys === 'function' ? keys.apply(this, args) : keys;
+        const tagged = typeof tags === 'function' ? tags.apply(this, args) : tags;
+        // Checked by delete() and deleteByTag(): a function's wrong answer rejects in the catalog's words.
+        const list = (Array.isArray(named) ? named : [named]) as string[];
+        const evicted = list.map((k) => cache.delete(k));
+        if (tagged === undefined || (Array.isArray(tagged) && tagged.length === 0)) {
+          await Promise.all(evicted);
+        } else await Promise.all([...evicted, cache.deleteByTag(tagged)]);
+        return last?.value;
+      };
+      return onSuccess(() => original.apply(this, args), evict, observable);
     };
     replaceMethod(descriptor as never, original as never, wrapper as never);
   };

@@ -8,11 +8,12 @@ import {
   replaceMethod,
   returnsObservable,
 } from './method-metadata.js';
+import { failed } from './on-success.js';
 import type { SingleFlight } from './single-flight.decorator.js';
 
 /**
- * `@Cached` and `@CachePut`: the method is checked where its class is defined (a whole value, no
- * Observable), and replaced by one that runs `call` with the instance's cache.
+ * `@Cached` and `@CachePut`: the method is checked where its class is defined (a whole value, and
+ * for `@Cached` no Observable), and replaced by one that runs `call` with the instance's cache.
  */
 export function cacheMethod<This, Args extends unknown[]>(
   messages: BufferLockMessages,
@@ -22,7 +23,8 @@ export function cacheMethod<This, Args extends unknown[]>(
     self: This,
     args: Args,
     original: (this: This, ...args: Args) => unknown,
-  ) => Promise<unknown>,
+    observable: boolean,
+  ) => unknown,
 ): ReturnType<typeof SingleFlight> {
   return (target, propertyKey, descriptor) => {
     const original = originalMethod<(this: This, ...args: Args) => unknown>(
@@ -32,21 +34,23 @@ export function cacheMethod<This, Args extends unknown[]>(
       decorator,
     );
     const names = { CLASS: target.constructor.name, METHOD: String(propertyKey) };
-    const why = returnsObservable(target, propertyKey)
-      ? 'it returns an Observable'
-      : notAPlainValue(target, propertyKey);
+    const observable = returnsObservable(target, propertyKey);
+    const why =
+      observable && decorator === 'cached'
+        ? 'it returns an Observable'
+        : notAPlainValue(target, propertyKey);
     if (why) {
       throw configError(messages, 'method', `${decorator}_unsupported`, { ...names, WHAT: why });
     }
     injectCache(target);
 
-    const wrapper = function (this: This, ...args: Args): Promise<unknown> {
+    const wrapper = function (this: This, ...args: Args): unknown {
       const cache = cacheOf(this, messages, `${decorator}_no_module`, names);
-      if (cache instanceof Error) return Promise.reject(cache);
+      if (cache instanceof Error) return failed(cache, observable);
       try {
-        return call(cache, this, args, original);
+        return call(cache, this, args, original, observable);
       } catch (error) {
-        return Promise.reject(error);
+        return failed(error, observable);
       }
     };
     replaceMethod(descriptor as never, original as never, wrapper as never);

@@ -4,13 +4,17 @@ import type { BufferCacheOptions } from '../options/cache.options.js';
 import { cacheMethod } from './cache-method.js';
 import { callOptions, type CacheTagList } from './decorated-tags.js';
 import { checkArguments, keyOf, type SingleFlightKey } from './method-metadata.js';
+import { onSuccess } from './on-success.js';
 import type { SingleFlight } from './single-flight.decorator.js';
 
 /**
  * Runs the method on every call and stores its value as the fresh entry of `key` (with no lock),
  * as `BufferCache.set` does: every worker's `l1` copy of it is dropped. Resolves to the value as
- * a hit will return it; a method that throws stores nothing. The method becomes async; the same
- * handlers as for `@Cached` are refused when the class is defined.
+ * a hit will return it; a method that throws stores nothing. The method becomes async. An
+ * Observable (declared or not) stays one: each subscription stores its last value once it
+ * completes, and hands that value on as a hit will return it (the others go on one behind); one
+ * that errors, or completes with no value, stores nothing. A handler that answers through
+ * `@Res()`/`@Next()` is refused when the class is defined.
  *
  * @example
  * ```ts
@@ -29,8 +33,11 @@ export function CachePut<This, Args extends unknown[]>(
   checkArguments(messages, 'cache_put', key, options);
   const optionsOf = callOptions(options, messages);
 
-  return cacheMethod<This, Args>(messages, 'cache_put', async (cache, self, args, original) => {
-    const value = await original.apply(self, args);
-    return cache[PUT](keyOf(key, self, args), value, optionsOf(self, args));
-  });
+  return cacheMethod<This, Args>(messages, 'cache_put', (cache, self, args, original, observable) =>
+    onSuccess(
+      () => original.apply(self, args),
+      async (last) => last && cache[PUT](keyOf(key, self, args), last.value, optionsOf(self, args)),
+      observable,
+    ),
+  );
 }

@@ -110,8 +110,6 @@ export const ENGLISH_MESSAGES = {
     '@CacheEvict keys must be a non-empty string, an array of them, or a function that returns them',
   cache_evict_not_method: '@CacheEvict can only decorate a method',
   cache_evict_options_invalid: '@CacheEvict options must be an object of settings (tags)',
-  cache_evict_unsupported:
-    '@CacheEvict on CLASS.METHOD cannot tell when it succeeded: WHAT. Return a value or a promise',
   cache_evict_no_module:
     'CLASS.METHOD uses @CacheEvict, but BufferLockModule is not visible to its module: import BufferLockModule.forRoot() there, or register it with isGlobal: true',
   cache_tags_invalid: 'cache_lock cache tags must be an array of non-empty strings',
