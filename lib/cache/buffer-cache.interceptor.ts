@@ -14,15 +14,9 @@ import { SSE_METADATA } from '@nestjs/common/constants.js';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { of, throwError, type Observable } from 'rxjs';
 import { BufferCache, HTTP, LOOKUP } from './buffer-cache.service.js';
-import {
-  headerReader,
-  headOf,
-  isStorable,
-  replay,
-  type HeaderReader,
-  type Head,
-  type Stored,
-} from './http-response.js';
+import { recordOf, replay, type Head, type StoredResponse } from './http-entry.js';
+import { directivesOf, sharesAuthorized } from './http-freshness.js';
+import { headerReader, headOf, isStorable, type HeaderReader } from './http-response.js';
 import { hostOf, optionsOf, type RequestHeaders } from './http-request.js';
 import { Streamed, valueOrStream } from './http-stream.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
@@ -63,8 +57,9 @@ const isObject = (value: unknown): value is object =>
  * A drop-in for `@nestjs/cache-manager`'s `CacheInterceptor` (same routes, `@CacheKey()`,
  * `@CacheTTL()` in ms) whose missing entry is built once across the fleet; `X-Cache` says `HIT`,
  * `MISS` or `STALE`. URL keys are the method, `Host` and URL (and the module's `http.vary`
- * headers), apart from every other key. A request with `Authorization` or `Cookie` just runs,
- * unless `http.shareAuthorized`. Only what a shared cache may store is shared (a status cacheable
+ * headers), apart from every other key. A request with `Cookie` just runs, one with
+ * `Authorization` takes and stores only responses marked `public`, `s-maxage` or
+ * `must-revalidate`, unless `http.shareAuthorized`. Only what a shared cache may store is shared (a status cacheable
  * by default, no `Set-Cookie`, no `Cache-Control` `no-store`/`private`/`no-cache`, no `Vary: *`),
  * replayed with its status and `Content-Type`; errors, files and streams (`@Sse`, an Observable
  * that emits twice) are not. Outside HTTP it only calls the handler.
@@ -135,10 +130,14 @@ export class BufferCacheInterceptor implements NestInterceptor {
       return next.handle();
     }
     const headers = this.headersOf(context);
-    // Private (Varnish's rule): not cached, not coalesced, no `X-Cache`.
-    const personal = !!headers && (headers.authorization ?? headers.cookie) !== undefined;
-    if (personal && !this.httpSettings().shareAuthorized) return next.handle();
+    const { shareAuthorized } = this.httpSettings();
+    // With `Cookie`, private (Varnish's rule): not cached, not coalesced, no `X-Cache`.
+    if (!shareAuthorized && headers?.cookie !== undefined) return next.handle();
     const url = !this.customKey(context);
+    // With `Authorization`, only a response that says it may be shared (RFC 9111 §3.5) is taken
+    // or stored; under a key of the user's, which holds no such mark, it is private.
+    const guarded = !shareAuthorized && headers?.authorization !== undefined;
+    if (guarded && !url) return next.handle();
     const key = await this.trackBy(context);
     const ttlValueOrFactory =
       this.reflector.get<unknown>(CACHE_TTL_METADATA, context.getHandler()) ??
@@ -180,12 +179,13 @@ export class BufferCacheInterceptor implements NestInterceptor {
       produced = { value };
       // A refresh of the entry replayed onto this response: what its handler set is unknown.
       if (head.replayed) throw (kept = new Carried(value));
-      const status = after.status === before.status ? undefined : after.status;
-      const type = after.type === before.type ? undefined : after.type;
-      if (status === undefined && type === undefined) return url ? [value] : value;
+      const shared = sharesAuthorized(directivesOf(read, response));
+      if (guarded && !shared) throw (kept = new Carried(value));
+      const record = recordOf(value, before, after, shared);
+      if (url) return record;
       // A key of the user's holds the value alone: what the handler changed is not kept.
-      if (!url) throw (kept = new Carried(value));
-      return [value, status, type] satisfies Stored;
+      if (record.s !== undefined || record.t !== undefined) throw (kept = new Carried(value));
+      return value;
     };
 
     try {
@@ -199,15 +199,19 @@ export class BufferCacheInterceptor implements NestInterceptor {
         this.setHeadersWhenHttp(context, 'miss');
         return next.handle();
       }
-      // URL entries hold a `Stored`: a key of their own, apart from the values of earlier versions.
-      const name = url ? `r2${String(key)}` : String(key);
+      // URL entries hold a `StoredResponse`: a key of their own, apart from earlier formats.
+      const name = url ? `r3${String(key)}` : String(key);
       const { value, status } = await this.cache[LOOKUP](name, factory, options, url);
       answered = true;
+      const record = value as StoredResponse;
+      // Stored from a response that did not say a request with `Authorization` may have it.
+      if (guarded && record?.a !== 1) {
+        this.setHeadersWhenHttp(context, 'miss');
+        return next.handle();
+      }
       this.setHeadersWhenHttp(context, status);
       return of(
-        url
-          ? replay(this.httpAdapterHost?.httpAdapter, read, response, value as Stored, head)
-          : value,
+        url ? replay(this.httpAdapterHost?.httpAdapter, read, response, record, head) : value,
       );
     } catch (error) {
       // A build that failed (past `hardTimeout`, say) while its handler's Observable ran.

@@ -63,34 +63,3 @@ export function isStorable(
   const directives = list(read(response, 'cache-control'));
   return !directives.some((directive) => REFUSED.has(directive.split('=')[0]!.trim()));
 }
-
-// A URL key's entry: the body, and the status and `Content-Type` the handler set, when it changed
-// the route's own.
-export type Stored = [body: unknown, status?: number | null, type?: string | null];
-
-/** The route's own status and `Content-Type`, read before a replay sets the entry's. */
-export interface Head {
-  before?: ResponseHead;
-  replayed: boolean;
-}
-
-type Replayer = {
-  status(response: unknown, code: number): unknown;
-  setHeader(response: unknown, name: string, value: string): unknown;
-};
-
-/** The stored body, with the status and `Content-Type` its handler set. */
-export function replay(
-  adapter: Replayer | undefined,
-  read: HeaderReader,
-  response: unknown,
-  [body, status, type]: Stored,
-  head: Head,
-): unknown {
-  if (!adapter || (typeof status !== 'number' && typeof type !== 'string')) return body;
-  head.before ??= headOf(read, response);
-  head.replayed = true;
-  if (typeof status === 'number') adapter.status(response, status);
-  if (typeof type === 'string') adapter.setHeader(response, 'Content-Type', type);
-  return body;
-}
