@@ -21,9 +21,11 @@ import {
   type CacheTrace,
 } from '../telemetry/channels.js';
 import type { BufferCacheEvents } from '../types/events.js';
+import { LockKeys, spaced } from './cache-keys.js';
 import { CallSettings } from './call-settings.js';
 import { EntryBuilder, refreshesEarly, type Built } from './entry-builder.js';
 import { EntryStore, type CacheEntry, type Found } from './entry-store.js';
+import { failSafeLookup, type Missed } from './fail-safe.js';
 import { SharedLookups, type CacheLookup } from './shared-lookups.js';
 
 export type { CacheLookup } from './shared-lookups.js';
@@ -37,11 +39,6 @@ export const PUT: unique symbol = Symbol('put');
 /** The module's `http` options, for the interceptor. */
 export const HTTP: unique symbol = Symbol('http');
 
-// A URL key (the interceptor's) starts with NUL and `u`; a key of the user's that starts with NUL
-// gets another one: no key of the user's names a URL key.
-const spaced = (key: string, url = false): string =>
-  url ? `\0u${key}` : typeof key === 'string' && key.startsWith('\0') ? `\0${key}` : key;
-
 /** Lookups again after an outdated build, before a call makes its value for itself. */
 const MAX_RETRIES = 2;
 
@@ -49,8 +46,9 @@ const MAX_RETRIES = 2;
  * A cache that one worker in the whole fleet fills: a fresh hit is one store read and no lock; a
  * miss is built once, by whichever worker takes the key's Redis lock, while the others wait and
  * read the entry. A stale entry (past `ttl`, within `grace`) is served at once while one worker
- * refreshes it. A failing store is a miss (logged); with the lock's Redis down a miss is built
- * without the lock, or rejects with `onRedisError: 'throw'`.
+ * refreshes it; with `staleIfError`, an expired one is served when its rebuild fails. A failing
+ * store is a miss (logged); with the lock's Redis down a miss is built without the lock, or
+ * rejects with `onRedisError: 'throw'`.
  *
  * @example
  * ```ts
@@ -65,8 +63,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   private readonly entries: EntryStore;
   private readonly builder: EntryBuilder;
   private readonly builds = new LocalFlights();
-  // The last key's lock key: a stampede asks for one key many times in a row, and hashing costs.
-  private last: { key: string; lockKey: string } | undefined;
+  private readonly lockKeys: LockKeys;
   private readonly lookups = new SharedLookups();
   /** @internal */
   readonly [HTTP]: Readonly<HttpCacheOptionsDto>;
@@ -83,17 +80,12 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     super();
     const lock = (this.lock = given.lock);
     const messages = (this.messages = given.messages ?? new BufferLockMessages());
+    this.lockKeys = new LockKeys(lock, messages);
     const options = resolveFlightOptions(given.options, lock.ttl, messages);
     const engine = given.engine ?? new SingleFlightEngine({ lock, options, messages });
     const now = (this.now = given.now ?? Date.now);
-    const { cacheDefaults } = options;
     this[HTTP] = options.http;
-    const defaults = {
-      ...cacheDefaults,
-      lockTtl: cacheDefaults.lockTtl ?? options.ttl,
-      lockTimeout: cacheDefaults.lockTimeout ?? options.lockTimeout,
-    };
-    this.settings = new CallSettings(defaults, messages);
+    this.settings = new CallSettings(options, messages);
     const log = new ThrottledLog(options.logger, messages, options.logInterval * 1000, now);
     const parts = { lock, options, messages, log, now };
     const entries = (this.entries = new EntryStore(parts, given.store ?? options.cache));
@@ -256,7 +248,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     const found: Found = held
       ? { entry: held, lockHeld: false }
       : await this.entries.lookup(key, lockKey, settings.lockTtl, settings.l1);
-    const { entry, lockHeld } = found;
+    const { entry } = found;
     const now = this.now();
     if (entry && now < entry.freshUntil) {
       trace.role = 'hit';
@@ -272,12 +264,23 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       return { value: entry.value as Awaited<T>, status: 'stale' };
     }
     trace.role = 'miss';
+    const call = { key, lockKey, factory, settings, trace, found, retries };
+    // Past its grace, an entry kept for `staleIfError` is served only if its rebuild fails.
+    if (!entry || now >= entry.staleUntil + settings.staleIfError * 1000) return this.miss(call);
+    const parts = { builder: this.builder, entries: this.entries, events: this, now: this.now };
+    return failSafeLookup(parts, { ...call, entry }, () => this.miss(call, true));
+  }
+
+  /** A missing or expired entry's build; `failSafe`: its event is the caller's, once it is known. */
+  private async miss<T>(call: Missed<T>, failSafe = false): Promise<CacheLookup<Awaited<T>>> {
+    const { key, lockKey, factory, settings, trace, found, retries } = call;
+    const { lockHeld } = found;
     // The lock this lookup took (its entry was missing) goes to the build, if this call starts one.
     const claimed = found.claim?.();
     const joined = this.builds.promise<Built | undefined>(lockKey);
     if (joined) {
       if (claimed) void this.lock.release(claimed);
-      this.emit('miss', key);
+      if (!failSafe) this.emit('miss', key);
       const started = nowMs();
       const built = await joined.finally(() => (trace.waitMs = nowMs() - started));
       trace.built = false;
@@ -289,10 +292,11 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       return { value: own as Awaited<T>, status: 'miss' };
     }
     // A lock seen held is waited for before the first try: its build is running.
+    const context = { lockHeld, claimed, failSafe };
     const building = this.builds.startPromise(lockKey, () =>
-      this.builder.build(key, lockKey, factory, settings, 'wait', trace, { lockHeld, claimed }),
+      this.builder.build(key, lockKey, factory, settings, 'wait', trace, context),
     );
-    this.emit('miss', key);
+    if (!failSafe) this.emit('miss', key);
     const built = await building;
     const answer: CacheLookup<Awaited<T>> = { value: built!.value as Awaited<T>, status: 'miss' };
     if (built!.outdated) this.lookups.markOutdated(answer);
@@ -317,13 +321,6 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   }
 
   private lockKeyOf(key: string): string {
-    if (this.last?.key === key) return this.last.lockKey;
-    if (typeof key !== 'string' || key === '') {
-      const id = key === undefined || key === null ? 'lock_key_undefined' : 'lock_key_invalid';
-      throw new LockError(id, this.messages.render(id));
-    }
-    const lockKey = this.lock.redisKey(key);
-    this.last = { key, lockKey };
-    return lockKey;
+    return this.lockKeys.of(key);
   }
 }

@@ -1,4 +1,5 @@
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import type { FlightOptions } from '../options/buffer-lock.options.js';
 import {
   CacheOptionsDto,
   isTags,
@@ -14,11 +15,20 @@ const MAX_KEPT_SETTINGS = 256;
 export class CallSettings {
   // Settings by their values: callers pass a new literal each call, and validating costs.
   private readonly kept = new Map<string, CacheSettings>();
+  private readonly defaults: CacheSettings;
 
+  /** The module's `cacheDefaults`; `lockTtl` and `lockTimeout` default to its own. */
   constructor(
-    private readonly defaults: CacheSettings,
+    options: Pick<FlightOptions, 'cacheDefaults' | 'ttl' | 'lockTimeout'>,
     private readonly messages: BufferLockMessages,
-  ) {}
+  ) {
+    const { cacheDefaults } = options;
+    this.defaults = {
+      ...cacheDefaults,
+      lockTtl: cacheDefaults.lockTtl ?? options.ttl,
+      lockTimeout: cacheDefaults.lockTimeout ?? options.lockTimeout,
+    };
+  }
 
   of(options: BufferCacheOptions | undefined): CacheSettings {
     if (options === undefined) return this.defaults;

@@ -49,6 +49,12 @@ interface BuildContext {
   readonly lockHeld?: boolean;
   /** The lookup took the key's lock, finding no entry: build with it, with no read again. */
   readonly claimed?: LockGuard;
+  /**
+   * The entry is past its grace, kept for `staleIfError`: a failure backs off as a failed refresh
+   * does (logged, `'refresh-failed'`), and a waiter woken by another worker's failure does not try
+   * again meanwhile.
+   */
+  readonly failSafe?: boolean;
 }
 
 const MAX_BACKOFF_MS = 30_000;
@@ -91,7 +97,7 @@ export class EntryBuilder {
     settings: CacheSettings,
     onBusy: 'wait' | 'skip',
     trace: CacheTrace,
-    { failed, seen, lockHeld, claimed }: BuildContext = {},
+    { failed, seen, lockHeld, claimed, failSafe }: BuildContext = {},
   ): Promise<Built | undefined> {
     const { engine, entries, now, events, options, messages } = this.parts;
     const { hardTimeout } = settings;
@@ -128,6 +134,16 @@ export class EntryBuilder {
         throw new LockError('cache_build_timeout', text);
       });
     };
+    const peek = async (carried?: string): Promise<{ value: Built } | undefined> => {
+      const found = await fresh(carried);
+      if (found || !failSafe || !(await this.backingOff(lockKey))) return found;
+      const ms = (this.backoff.get(lockKey)?.until ?? 0) - now();
+      const text = messages.render('cache_rebuild_backing_off', {
+        KEY: key,
+        SECONDS: Math.max(1, Math.round(ms / 1000)),
+      });
+      throw new LockError('cache_rebuild_backing_off', text);
+    };
     const flight = {
       ttl: settings.lockTtl,
       lockTimeout: settings.lockTimeout,
@@ -137,13 +153,13 @@ export class EntryBuilder {
       maxHold: undefined,
     };
     const hooks = {
-      peek: fresh,
+      peek,
       release: async (guard: LockGuard): Promise<LockError | undefined> => {
         const released = await entries.writeAndRelease(guard, key, payload, settings);
         outdated = released.outdated;
         return released.error;
       },
-      failed,
+      failed: failSafe ? (guard: LockGuard) => this.holdAfterFailure(guard, lockKey) : failed,
       lockHeld,
       claimed,
     };
@@ -152,11 +168,17 @@ export class EntryBuilder {
     try {
       outcome = (await engine[CROSS_PROCESS](key, lockKey, work, flight, hooks, times)) as
         Built | undefined;
+    } catch (error) {
+      // Another worker's failure was logged there.
+      const elsewhere = error instanceof LockError && error.code === 'cache_rebuild_backing_off';
+      if (failSafe && !elsewhere) this.refreshFailed(key, lockKey, error);
+      throw error;
     } finally {
       trace.waitMs = times.waitMs;
       trace.holdMs = times.holdMs;
     }
     trace.built = outcome?.built ?? false;
+    if (failSafe && outcome) this.backoff.delete(lockKey);
     if (outcome?.built && (outdated || (stamps?.length && !(await entries.hold(stamps, true))))) {
       outcome = { ...outcome, outdated: true };
     }
@@ -214,9 +236,10 @@ export class EntryBuilder {
     await lock[RELEASE_WRITING](guard, mark);
   }
 
-  /** Whether another worker's failed refresh of the key is still backing off (read once). */
-  private async backingOff(lockKey: string): Promise<boolean> {
+  /** Whether a failed refresh of the key, here or in another worker, is still backing off. */
+  async backingOff(lockKey: string): Promise<boolean> {
     const { lock, now } = this.parts;
+    if ((this.backoff.get(lockKey)?.until ?? 0) > now()) return true;
     let ms: number;
     try {
       ms = Number(await lockPttl(await lock.getClient(), backoffKey(lockKey)));

@@ -117,8 +117,11 @@ function stampsOf(text: string): readonly TagStamp[] {
   return stamps as TagStamp[];
 }
 
-/** How long the store keeps an entry: fresh, then servable stale; a tagged one, `TAG_KEEP_MS` at most. */
+/**
+ * How long the store keeps an entry: fresh, servable stale, then kept for a failed rebuild
+ * (`staleIfError`); a tagged one, `TAG_KEEP_MS` at most.
+ */
 export const ttlMsOf = (settings: CacheSettings): number => {
-  const ms = toMilliseconds(settings.ttl + settings.grace);
+  const ms = toMilliseconds(settings.ttl + settings.grace + settings.staleIfError);
   return settings.tags.length > 0 ? Math.min(ms, TAG_KEEP_MS) : ms;
 };

@@ -90,6 +90,8 @@ export const ENGLISH_MESSAGES = {
   cache_ttl_invalid: 'cache_lock cache ttl must be a positive number of seconds',
   cache_grace_invalid: 'cache_lock cache grace must be zero or a positive number of seconds',
   cache_timeout_invalid: 'cache_lock cache timeout must be zero or a positive number of seconds',
+  cache_stale_if_error_invalid:
+    'cache_lock cache staleIfError must be zero or a positive number of seconds, 604800 (7 days) at most',
   cache_lock_ttl_invalid: 'cache_lock cache lockTtl must be a positive number of seconds',
   cache_lock_timeout_invalid: 'cache_lock cache lockTimeout must be a positive number of seconds',
   cache_hard_timeout_invalid: 'cache_lock cache hardTimeout must be a positive number of seconds',
@@ -146,6 +148,8 @@ export const ENGLISH_MESSAGES = {
   cache_entry_unreadable: 'A cache entry could not be read: ERROR; building it anew',
   cache_refresh_failed:
     'Refreshing a stale cache entry failed: ERROR; serving it stale, next try in SECONDS s',
+  cache_rebuild_backing_off:
+    'Rebuilding KEY failed in another worker, which tries again in SECONDS s; its expired entry is gone',
   health_timeout_invalid:
     'BufferLockHealthIndicator timeout must be a positive number of milliseconds',
   health_ping_timeout: 'Redis did not answer PING within MS ms',

@@ -16,6 +16,12 @@ export interface BufferCacheOptions {
   ttl?: number;
   /** Seconds past `ttl` a stale entry is served while one worker refreshes it. Default `0`. */
   grace?: number;
+  /**
+   * Seconds past `ttl + grace` an entry is still kept, and served when its rebuild fails (throws,
+   * or passes `hardTimeout`): the caller gets it instead of the error. At most 604800 (7 days).
+   * Default `0`.
+   */
+  staleIfError?: number;
   /** Seconds a caller holding a stale entry waits for its refresh. Default `0`. */
   timeout?: number;
   /** Seconds the build's lock lives (extended while it runs). Default: the module's `ttl`. */
@@ -38,6 +44,9 @@ export interface BufferCacheOptions {
 export const isTags = (v: unknown): boolean =>
   Array.isArray(v) && v.every((tag) => typeof tag === 'string' && tag !== '');
 
+/** The longest `staleIfError`: 7 days, as long as a tagged entry is kept. */
+const MAX_STALE_IF_ERROR = 7 * 24 * 3600;
+
 // The rules and defaults of `BufferCacheOptions`: module option `cacheDefaults`, and each call's.
 export class CacheOptionsDto implements BufferCacheOptions {
   @Seconds('cache_ttl_invalid')
@@ -48,6 +57,9 @@ export class CacheOptionsDto implements BufferCacheOptions {
 
   @Seconds('cache_timeout_invalid', { orZero: true, timed: true })
   timeout: number = 0;
+
+  @Seconds('cache_stale_if_error_invalid', { orZero: true, max: MAX_STALE_IF_ERROR })
+  staleIfError: number = 0;
 
   @ValidateIf(given)
   @Seconds('cache_lock_ttl_invalid', { timed: true })

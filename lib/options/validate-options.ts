@@ -65,12 +65,19 @@ export function Rule(
   );
 }
 
-/** Seconds as `parseSeconds` reads them (with `orZero`, 0 too); resolved to the number. */
+/**
+ * Seconds as `parseSeconds` reads them (with `orZero`, 0 too; `max` at most); resolved to the
+ * number.
+ */
 export function Seconds(
   messageId: MessageId,
-  { orZero = false, timed = false } = {},
+  {
+    orZero = false,
+    timed = false,
+    max: most,
+  }: { orZero?: boolean; timed?: boolean; max?: number } = {},
 ): PropertyDecorator {
-  const max = timed ? TIMER_SECONDS : undefined;
+  const max = timed ? TIMER_SECONDS : most;
   const read = (value: unknown): number | undefined =>
     orZero && (value === 0 || value === '0') ? 0 : parseSeconds(value, max);
   const rule = Rule(messageId, (value) => read(value) !== undefined);

@@ -62,7 +62,10 @@ export interface LockTrace {
 export interface CacheTrace {
   readonly keyHash: string;
   readonly key?: string;
-  /** `'stale'`: served past `ttl`, within `grace`; `'refresh'`: the rebuild it started. */
+  /**
+   * `'stale'`: served past `ttl`, within `grace` (or past it, its rebuild failed: `staleIfError`);
+   * `'refresh'`: the rebuild it started.
+   */
   role?: 'hit' | 'miss' | 'stale' | 'refresh';
   /** Misses and refreshes: whether this process ran the factory. */
   built?: boolean;

@@ -43,7 +43,10 @@ export interface BufferCacheEvents {
   hit: [key: string];
   miss: [key: string];
   stale: [key: string];
-  /** This process refreshes a stale entry; on failure it serves it stale until the next try. */
+  /**
+   * This process refreshes a stale entry; on failure it serves it stale until the next try.
+   * `refresh-failed` is also a rebuild that failed past `grace`, whose entry `staleIfError` serves.
+   */
   refresh: [key: string];
   'refresh-failed': [key: string, error: unknown];
   /** This process built an entry and stored it; `shared`: a waiter took another's. */

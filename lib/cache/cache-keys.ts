@@ -1,0 +1,30 @@
+import { LockError } from '../errors/lock.error.js';
+import type { RedisLockService } from '../lock/redis-lock.service.js';
+import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+
+// A URL key (the interceptor's) starts with NUL and `u`; a key of the user's that starts with NUL
+// gets another one: no key of the user's names a URL key.
+export const spaced = (key: string, url = false): string =>
+  url ? `\0u${key}` : typeof key === 'string' && key.startsWith('\0') ? `\0${key}` : key;
+
+/** The lock key of a cache key, refusing a key that is no non-empty string. */
+export class LockKeys {
+  // The last key's lock key: a stampede asks for one key many times in a row, and hashing costs.
+  private last: { key: string; lockKey: string } | undefined;
+
+  constructor(
+    private readonly lock: RedisLockService,
+    private readonly messages: BufferLockMessages,
+  ) {}
+
+  of(key: string): string {
+    if (this.last?.key === key) return this.last.lockKey;
+    if (typeof key !== 'string' || key === '') {
+      const id = key === undefined || key === null ? 'lock_key_undefined' : 'lock_key_invalid';
+      throw new LockError(id, this.messages.render(id));
+    }
+    const lockKey = this.lock.redisKey(key);
+    this.last = { key, lockKey };
+    return lockKey;
+  }
+}
