@@ -18,6 +18,7 @@ import { recordOf, replay, type Head, type StoredResponse } from './http-entry.j
 import { directivesOf, sharesAuthorized } from './http-freshness.js';
 import { headerReader, headOf, isStorable, type HeaderReader } from './http-response.js';
 import { hostOf, optionsOf, type RequestHeaders } from './http-request.js';
+import { invalidating, UNSAFE_METHODS, urlEntry, urlKey, variedOf } from './http-invalidation.js';
 import { Streamed, valueOrStream } from './http-stream.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
@@ -125,6 +126,8 @@ export class BufferCacheInterceptor implements NestInterceptor {
     // Outside HTTP (GraphQL, RPC, WebSocket) nothing is cached nor coalesced; an `@Sse` stream
     // is sent live.
     if (context.getType() !== 'http') return next.handle();
+    // A POST, PUT, PATCH or DELETE that succeeds deletes its URL's entries (RFC 9111 §4.4).
+    if (this.invalidates(context)) return this.invalidating(context, next);
     const handler = context.getHandler();
     if (streaming.has(handler) || this.reflector.get<unknown>(SSE_METADATA, handler)) {
       return next.handle();
@@ -200,7 +203,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
         return next.handle();
       }
       // URL entries hold a `StoredResponse`: a key of their own, apart from earlier formats.
-      const name = url ? `r3${String(key)}` : String(key);
+      const name = url ? urlEntry(String(key)) : String(key);
       const { value, status } = await this.cache[LOOKUP](name, factory, options, url);
       answered = true;
       const record = value as StoredResponse;
@@ -266,10 +269,10 @@ export class BufferCacheInterceptor implements NestInterceptor {
     const request: unknown = context.getArgByIndex(0);
     if (!this.isRequestCacheable(context)) return undefined;
     const headers = this.headersOf(context) ?? {};
-    const varied = this.httpSettings().vary.map((name) => headers[name.toLowerCase()] ?? null);
+    const varied = variedOf(headers, this.httpSettings().vary);
     const url: unknown = httpAdapter.getRequestUrl(request);
     const host = hostOf(headers.host, request);
-    return JSON.stringify([httpAdapter.getRequestMethod(request), host, url, ...varied]);
+    return urlKey(httpAdapter.getRequestMethod(request), host, url, varied);
   }
 
   private customKey(
@@ -290,6 +293,20 @@ export class BufferCacheInterceptor implements NestInterceptor {
       shareAuthorized: shareAuthorized ?? module.shareAuthorized,
       vary: vary ?? module.vary,
     });
+  }
+
+  /** An unsafe method on a URL route, unless this class caches it (`allowedMethods`). */
+  private invalidates(context: ExecutionContext): boolean {
+    const method = context.switchToHttp().getRequest<{ method?: string } | undefined>()?.method;
+    if (!UNSAFE_METHODS.has(method) || this.isRequestCacheable(context)) return false;
+    return !this.customKey(context) && !!this.httpAdapterHost?.httpAdapter?.getRequestUrl;
+  }
+
+  private invalidating(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const adapter = this.httpAdapterHost!.httpAdapter;
+    const read = (this.read ??= headerReader(adapter));
+    const parts = { cache: this.cache, messages: this.messages, adapter, read };
+    return invalidating(context, next.handle(), { ...parts, vary: this.httpSettings().vary });
   }
 
   protected isRequestCacheable(context: ExecutionContext): boolean {

@@ -21,7 +21,7 @@ import {
   type CacheTrace,
 } from '../telemetry/channels.js';
 import type { BufferCacheEvents } from '../types/events.js';
-import { LockKeys, spaced } from './cache-keys.js';
+import { DELETE_URL, LockKeys, spaced } from './cache-keys.js';
 import { CallSettings } from './call-settings.js';
 import { EntryBuilder, refreshesEarly, type Built } from './entry-builder.js';
 import { EntryStore, type CacheEntry, type Found } from './entry-store.js';
@@ -163,8 +163,12 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   }
 
   /** Deletes the entry of `key`: the next call builds it (once across the fleet). */
-  async delete(key: string): Promise<void> {
-    key = spaced(key);
+  delete(key: string): Promise<void> {
+    return this[DELETE_URL](key, false);
+  }
+
+  /** @internal */ async [DELETE_URL](key: string, url = true): Promise<void> {
+    key = spaced(key, url);
     const lockKey = this.lockKeyOf(key);
     await this.entries.delete(key, lockKey);
     this.lookups.detach(lockKey);

@@ -7,6 +7,9 @@ import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 export const spaced = (key: string, url = false): string =>
   url ? `\0u${key}` : typeof key === 'string' && key.startsWith('\0') ? `\0${key}` : key;
 
+/** `BufferCache`'s deletion of a URL key's entry: an unsafe request's invalidation. */
+export const DELETE_URL: unique symbol = Symbol('deleteUrl');
+
 /** The lock key of a cache key, refusing a key that is no non-empty string. */
 export class LockKeys {
   // The last key's lock key: a stampede asks for one key many times in a row, and hashing costs.

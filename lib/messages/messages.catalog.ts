@@ -124,6 +124,8 @@ export const ENGLISH_MESSAGES = {
   l1_publish_failed:
     'Could not tell the other workers to drop their copy of a cache entry: ERROR; they serve it for SECONDS s at most',
   cache_interceptor_failed: 'The cache failed for a route, whose handler answered instead: ERROR',
+  cache_invalidation_failed:
+    'Deleting the cached responses of URL after a write to it failed: ERROR; they are served until they expire',
   http_invalid: 'cache_lock http must be an object with shareAuthorized and vary',
   http_authorized_invalid: 'cache_lock http.shareAuthorized must be true or false',
   http_vary_invalid: 'cache_lock http.vary must be an array of request header names',
