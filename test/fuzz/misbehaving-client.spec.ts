@@ -38,6 +38,8 @@ const LOCK_BOUND_MS = CONNECT_TIMEOUT_S * 1000 + 2 * (COMMAND_TIMEOUT_MS + 40) +
 /** An engine or cache call: the lock calls of a wait of lockTimeout, its release, and the above. */
 const LOCK_TIMEOUT_S = 0.1;
 const FLIGHT_BOUND_MS = LOCK_TIMEOUT_S * 1000 + 4 * LOCK_BOUND_MS;
+// close() ends within the lock's shutdownTimeout (5 s by default) + 1 s.
+const SHUTDOWN_BOUND_MS = 6000;
 
 /** How the service reaches the client. */
 type Connect = 'object' | 'factory' | 'late-factory' | 'never-factory' | 'rejecting-factory';
@@ -199,7 +201,7 @@ describe('a client that answers garbage', () => {
             }
           });
         } finally {
-          engine.close();
+          expect((await within(SHUTDOWN_BOUND_MS, () => engine.close())).settled).toBe(true);
         }
         expect(fake.listeners()).toBe(0);
         fake.stop();
