@@ -15,11 +15,12 @@ import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { of, throwError, type Observable } from 'rxjs';
 import { BufferCache, HTTP, LOOKUP } from './buffer-cache.service.js';
 import { recordOf, replay, type Head, type StoredResponse } from './http-entry.js';
-import { directivesOf, sharesAuthorized } from './http-freshness.js';
+import { directivesOf, freshnessOf, sharesAuthorized } from './http-freshness.js';
 import { headerReader, headOf, isStorable, type HeaderReader } from './http-response.js';
-import { hostOf, optionsOf, type RequestHeaders } from './http-request.js';
+import { hostOf, optionsOf, over, type RequestHeaders } from './http-request.js';
 import { invalidating, UNSAFE_METHODS, urlEntry, urlKey, variedOf } from './http-invalidation.js';
 import { Streamed, valueOrStream } from './http-stream.js';
+import { Timed } from './timed.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
@@ -182,13 +183,18 @@ export class BufferCacheInterceptor implements NestInterceptor {
       produced = { value };
       // A refresh of the entry replayed onto this response: what its handler set is unknown.
       if (head.replayed) throw (kept = new Carried(value));
-      const shared = sharesAuthorized(directivesOf(read, response));
+      const directives = directivesOf(read, response);
+      const shared = sharesAuthorized(directives);
       if (guarded && !shared) throw (kept = new Carried(value));
+      // Stale already (`max-age=0`, a past `Expires`), or of unknown freshness when it must be known.
+      const fresh = freshnessOf(directives, read, response, this.httpSettings(), Date.now());
+      if (fresh === 'refused') throw (kept = new Carried(value));
       const record = recordOf(value, before, after, shared);
-      if (url) return record;
       // A key of the user's holds the value alone: what the handler changed is not kept.
-      if (record.s !== undefined || record.t !== undefined) throw (kept = new Carried(value));
-      return value;
+      if (!url && (record.s !== undefined || record.t !== undefined)) {
+        throw (kept = new Carried(value));
+      }
+      return new Timed(url ? record : value, fresh.ttl, fresh.grace);
     };
 
     try {
@@ -287,12 +293,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
   }
 
   private httpSettings(): HttpSettings {
-    const module = this.cache[HTTP];
-    const { shareAuthorized, vary } = this.routeOptions;
-    return (this.http ??= {
-      shareAuthorized: shareAuthorized ?? module.shareAuthorized,
-      vary: vary ?? module.vary,
-    });
+    return (this.http ??= over(this.routeOptions, this.cache[HTTP]));
   }
 
   /** An unsafe method on a URL route, unless this class caches it (`allowedMethods`). */

@@ -27,6 +27,7 @@ import { EntryBuilder, refreshesEarly, type Built } from './entry-builder.js';
 import { EntryStore, type CacheEntry, type Found } from './entry-store.js';
 import { failSafeLookup, type Missed } from './fail-safe.js';
 import { SharedLookups, type CacheLookup } from './shared-lookups.js';
+import { timedOf } from './timed.js';
 
 export type { CacheLookup } from './shared-lookups.js';
 
@@ -292,7 +293,8 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       // This call may have begun after the write that outdated the build: it looks up again.
       if (retries > 0)
         return this.lookup(key, lockKey, factory, settings, trace, undefined, retries - 1);
-      const own = this.entries.codec.roundTrip(key, await factory(), settings);
+      const [made] = timedOf(await factory(), settings);
+      const own = this.entries.codec.roundTrip(key, made, settings);
       return { value: own as Awaited<T>, status: 'miss' };
     }
     // A lock seen held is waited for before the first try: its build is running.

@@ -19,6 +19,7 @@ import { backoffKey } from '../redis/keys.js';
 import { lockPttl } from '../redis/plain-commands.js';
 import type { CacheEntry } from './entry-codec.js';
 import type { CacheParts, EntryStore } from './entry-store.js';
+import { timedOf } from './timed.js';
 import type { TagStamp } from './tag-versions.js';
 
 /** One build's value, and whether this process ran the factory for it. */
@@ -102,6 +103,8 @@ export class EntryBuilder {
     const { engine, entries, now, events, options, messages } = this.parts;
     const { hardTimeout } = settings;
     let payload: string | undefined;
+    // The value's own freshness, when its factory gave one (`Timed`).
+    let stored = settings;
     let stamps: readonly TagStamp[] | undefined;
     let outdated = false;
     // Read again under the lock: another worker may have just written the entry. After a wake-up,
@@ -118,8 +121,9 @@ export class EntryBuilder {
       // Read before the value is made: a tag deleted while it is made makes it a miss.
       stamps = await entries.stamps(settings.tags);
       const started = now();
-      const value = await bounded(factory());
-      const text = entries.codec.encode(key, value, settings, now() - started, stamps);
+      const [value, own] = timedOf(await bounded(factory()), settings);
+      stored = own;
+      const text = entries.codec.encode(key, value, own, now() - started, stamps);
       // Only a build under the lock is checked against the writes that came after it began (its
       // release), so only it stores; and nothing is written that tags could not invalidate.
       payload = stamps && currentFlight()?.locked ? text : undefined;
@@ -155,7 +159,7 @@ export class EntryBuilder {
     const hooks = {
       peek,
       release: async (guard: LockGuard): Promise<LockError | undefined> => {
-        const released = await entries.writeAndRelease(guard, key, payload, settings);
+        const released = await entries.writeAndRelease(guard, key, payload, stored);
         outdated = released.outdated;
         return released.error;
       },

@@ -28,3 +28,11 @@ export function optionsOf(ttl: unknown): BufferCacheOptions | undefined | 'uncac
   if (ttl === 0 || ttl === Infinity) return { ttl: FOREVER_SECONDS };
   return { ttl: Math.max(1, Math.round(ttl)) / 1000 };
 }
+
+/** A route's options over the module's: each one it gives. */
+export function over<T extends object>(route: Partial<T>, module: T): T {
+  const settings = { ...module } as Record<string, unknown>;
+  for (const [name, value] of Object.entries(route))
+    if (value !== undefined) settings[name] = value;
+  return settings as T;
+}

@@ -126,9 +126,12 @@ export const ENGLISH_MESSAGES = {
   cache_interceptor_failed: 'The cache failed for a route, whose handler answered instead: ERROR',
   cache_invalidation_failed:
     'Deleting the cached responses of URL after a write to it failed: ERROR; they are served until they expire',
-  http_invalid: 'cache_lock http must be an object with shareAuthorized and vary',
+  http_invalid:
+    'cache_lock http must be an object with shareAuthorized, vary, maxTtl and requireFreshness',
   http_authorized_invalid: 'cache_lock http.shareAuthorized must be true or false',
   http_vary_invalid: 'cache_lock http.vary must be an array of request header names',
+  http_max_ttl_invalid: 'cache_lock http.maxTtl must be a positive number of seconds',
+  http_freshness_invalid: 'cache_lock http.requireFreshness must be true or false',
   cached_key_invalid:
     '@Cached key must be a non-empty string or a function that returns the cache key',
   cached_not_method: '@Cached can only decorate a method',

@@ -101,6 +101,13 @@ export interface BufferLockOptions extends Omit<RedisLockOptions, 'redis'>, Sing
     shareAuthorized?: boolean;
     /** Request headers whose values are part of a URL key (`accept-language`). Default none. */
     vary?: readonly string[];
+    /**
+     * The most seconds a response's own `s-maxage`, `max-age`, `Expires` or
+     * `stale-while-revalidate` keeps its entry. Default `86400` (a day).
+     */
+    maxTtl?: number;
+    /** A response with no `s-maxage`, `max-age` or `Expires` is not stored. Default `false`. */
+    requireFreshness?: boolean;
   };
   /** Put the raw cache key in traces besides its hash; keys may hold user data. Default `false`. */
   traceKeys?: boolean;

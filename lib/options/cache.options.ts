@@ -101,6 +101,12 @@ export class HttpCacheOptionsDto {
       Array.isArray(v) && v.every((name) => typeof name === 'string' && HEADER_NAME.test(name)),
   )
   vary: readonly string[] = [];
+
+  @Seconds('http_max_ttl_invalid')
+  maxTtl: number = 86_400;
+
+  @Rule('http_freshness_invalid', (v) => typeof v === 'boolean')
+  requireFreshness: boolean = false;
 }
 
 export type CacheSettings = Readonly<Required<Omit<CacheOptionsDto, 'lockTtl' | 'lockTimeout'>>> & {
