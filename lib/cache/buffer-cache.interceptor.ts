@@ -14,13 +14,11 @@ import { SSE_METADATA } from '@nestjs/common/constants.js';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { of, throwError, type Observable } from 'rxjs';
 import { BufferCache, HTTP, LOOKUP } from './buffer-cache.service.js';
-import { recordOf, replay, type Head, type StoredResponse } from './http-entry.js';
-import { directivesOf, freshnessOf, sharesAuthorized } from './http-freshness.js';
-import { headerReader, headOf, isStorable, type HeaderReader } from './http-response.js';
+import { beforeOf, replay, storedOf, type Head, type StoredResponse } from './http-entry.js';
+import { headerReader, type HeaderReader } from './http-response.js';
 import { hostOf, optionsOf, over, type RequestHeaders } from './http-request.js';
 import { invalidating, UNSAFE_METHODS, urlEntry, urlKey, variedOf } from './http-invalidation.js';
 import { Streamed, valueOrStream } from './http-stream.js';
-import { Timed } from './timed.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
@@ -156,12 +154,12 @@ export class BufferCacheInterceptor implements NestInterceptor {
     let unsubscribe: (() => void) | undefined;
     const response: unknown = context.switchToHttp().getResponse();
     const read = (this.read ??= headerReader(this.httpAdapterHost?.httpAdapter));
-    const head: Head = { replayed: false };
+    const head: Head = {};
     const factory = async (): Promise<unknown> => {
       let made: { value: unknown } | Streamed;
       ran = true;
-      // The route's own status and `Content-Type` (`@HttpCode()`, `@Header()`): a hit sets them too.
-      const before = (head.before ??= headOf(read, response));
+      // The route's own status and headers (`@HttpCode()`, `@Header()`): a hit sets them too.
+      head.before ??= beforeOf(read, response);
       try {
         made = await valueOrStream(next.handle(), (end) => (unsubscribe = end));
       } catch (error) {
@@ -177,24 +175,12 @@ export class BufferCacheInterceptor implements NestInterceptor {
       }
       const { value } = made;
       if (value instanceof StreamableFile) throw (kept = new Carried(value));
-      const after = headOf(read, response);
-      // Not stored, and not shared with the requests waiting on it either: each runs its own.
-      if (!isStorable(read, response, after.status)) throw (kept = new Carried(value));
       produced = { value };
-      // A refresh of the entry replayed onto this response: what its handler set is unknown.
-      if (head.replayed) throw (kept = new Carried(value));
-      const directives = directivesOf(read, response);
-      const shared = sharesAuthorized(directives);
-      if (guarded && !shared) throw (kept = new Carried(value));
-      // Stale already (`max-age=0`, a past `Expires`), or of unknown freshness when it must be known.
-      const fresh = freshnessOf(directives, read, response, this.httpSettings(), Date.now());
-      if (fresh === 'refused') throw (kept = new Carried(value));
-      const record = recordOf(value, before, after, shared);
-      // A key of the user's holds the value alone: what the handler changed is not kept.
-      if (!url && (record.s !== undefined || record.t !== undefined)) {
-        throw (kept = new Carried(value));
-      }
-      return new Timed(url ? record : value, fresh.ttl, fresh.grace);
+      const rules = this.httpSettings();
+      const stored = storedOf({ body: value, read, response, head, rules, guarded, url, headers });
+      // Not stored, and not shared with the requests waiting on it either: each runs its own.
+      if (!stored) throw (kept = new Carried(value));
+      return stored;
     };
 
     try {

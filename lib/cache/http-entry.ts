@@ -1,36 +1,138 @@
-// A URL key's entry: what a hit replays of the response its handler made.
-import { headOf, type HeaderReader, type ResponseHead } from './http-response.js';
+// A URL key's entry: what a hit replays of the response its handler made, and what a handler's
+// response gives the cache.
+import type { RequestHeaders } from './http-request.js';
+import {
+  directivesOf,
+  freshnessOf,
+  sharesAuthorized,
+  type FreshnessRules,
+} from './http-freshness.js';
+import { headOf, isStorable, type HeaderReader, type ResponseHead } from './http-response.js';
+import { Timed } from './timed.js';
+
+/** The representation headers an entry keeps (RFC 9110 §8), replayed with it: no other header. */
+export const REPRESENTATION = [
+  'content-type',
+  'content-language',
+  'content-disposition',
+  'etag',
+  'last-modified',
+  'cache-control',
+  'expires',
+  'vary',
+] as const;
 
 /**
  * The stored response, with short names (one is stored with every entry): the body, the status
- * and `Content-Type` the handler set (when not the route's own), and whether a request with
- * `Authorization` may be answered with it.
+ * the handler set (when not the route's own), its representation headers, whether a request with
+ * `Authorization` may be answered with it, and when it was made (epoch ms, for `Age`).
  */
 export interface StoredResponse {
   readonly b: unknown;
   readonly s?: number;
-  readonly t?: string;
+  readonly h?: Readonly<Record<string, string>>;
   readonly a?: 1;
+  readonly at: number;
 }
 
-/** The route's own status and `Content-Type`, read before a replay sets the entry's. */
+type Headers = Record<string, string>;
+
+/** The response as a replay leaves it: the route's own head, and what the replay set over it. */
 export interface Head {
-  before?: ResponseHead;
-  replayed: boolean;
+  before?: ResponseHead & { readonly headers: Readonly<Headers> };
+  /** Status (`:status`) and headers the replay set, by lower-case name. */
+  replayed?: Headers;
 }
 
-/** What to store of the handler's response: what it set over the route's own. */
-export function recordOf(
-  body: unknown,
-  before: ResponseHead,
-  after: ResponseHead,
-  sharesAuthorized: boolean,
-): StoredResponse {
-  const record: { -readonly [K in keyof StoredResponse]: StoredResponse[K] } = { b: body };
-  if (after.status !== before.status && after.status !== undefined) record.s = after.status;
-  if (after.type !== before.type && after.type !== undefined) record.t = after.type;
-  if (sharesAuthorized) record.a = 1;
-  return record;
+const text = (value: unknown): string | undefined =>
+  typeof value === 'string'
+    ? value
+    : typeof value === 'number'
+      ? String(value)
+      : Array.isArray(value)
+        ? value.join(', ')
+        : undefined;
+
+/** The representation headers a response has so far. */
+export function headersOf(read: HeaderReader, response: unknown): Headers {
+  const headers: Headers = {};
+  for (const name of REPRESENTATION) {
+    const value = text(read(response, name));
+    if (value !== undefined) headers[name] = value;
+  }
+  return headers;
+}
+
+/** The response's head (status, `Content-Type`, representation headers) before a handler runs. */
+export const beforeOf = (read: HeaderReader, response: unknown): NonNullable<Head['before']> => ({
+  ...headOf(read, response),
+  headers: headersOf(read, response),
+});
+
+/** What the interceptor knows of a request whose handler just made `body`. */
+export interface Made {
+  readonly body: unknown;
+  readonly read: HeaderReader;
+  readonly response: unknown;
+  readonly head: Head;
+  readonly rules: FreshnessRules;
+  /** A request with `Authorization`: only a response marked shared is stored. */
+  readonly guarded: boolean;
+  /** A URL key's entry (a `StoredResponse`), else a key of the user's (the value alone). */
+  readonly url: boolean;
+  readonly headers: RequestHeaders | undefined;
+}
+
+/**
+ * What to store of the response, with the freshness it gives, or `undefined`: a shared cache
+ * may not store it, or what its handler set cannot be told from what a replay set on it.
+ */
+export function storedOf(made: Made): Timed | undefined {
+  const { body, read, response, head } = made;
+  const before = head.before!;
+  const after = headOf(read, response);
+  if (!isStorable(read, response, after.status)) return undefined;
+  const headers = headersOf(read, response);
+  if (head.replayed && !ownHead(head.replayed, before, after.status, headers)) return undefined;
+  const directives = directivesOf(read, response);
+  const shared = sharesAuthorized(directives);
+  if (made.guarded && !shared) return undefined;
+  // Stale already (`max-age=0`, a past `Expires`), or of unknown freshness when it must be known.
+  const fresh = freshnessOf(directives, read, response, made.rules, Date.now());
+  if (fresh === 'refused') return undefined;
+  const status = after.status === before.status ? undefined : after.status;
+  if (!made.url) {
+    // A key of the user's holds the value alone: what the handler changed is not kept.
+    return status === undefined && after.type === before.type
+      ? new Timed(body, fresh.ttl, fresh.grace)
+      : undefined;
+  }
+  const record: { -readonly [K in keyof StoredResponse]: StoredResponse[K] } = {
+    b: body,
+    at: Date.now(),
+  };
+  if (status !== undefined) record.s = status;
+  if (Object.keys(headers).length > 0) record.h = headers;
+  if (shared) record.a = 1;
+  return new Timed(record, fresh.ttl, fresh.grace);
+}
+
+/**
+ * Whether what the handler set can be told from what a replay set before it ran (a refresh
+ * behind a stale answer): nothing the replay set over the route's own is still there as it was.
+ */
+function ownHead(
+  replayed: Headers,
+  before: NonNullable<Head['before']>,
+  status: number | undefined,
+  headers: Headers,
+): boolean {
+  for (const [name, value] of Object.entries(replayed)) {
+    const now = name === ':status' ? String(status) : headers[name];
+    const own = name === ':status' ? String(before.status) : before.headers[name];
+    if (now === value && value !== own) return false;
+  }
+  return true;
 }
 
 type Replayer = {
@@ -38,18 +140,28 @@ type Replayer = {
   setHeader(response: unknown, name: string, value: string): unknown;
 };
 
-/** The stored body, with the status and `Content-Type` its handler set. */
+/**
+ * The stored body, with the status and representation headers its handler set, and `Age`: the
+ * seconds since it was made.
+ */
 export function replay(
   adapter: Replayer | undefined,
   read: HeaderReader,
   response: unknown,
-  { b, s, t }: StoredResponse,
+  { b, s, h, at }: StoredResponse,
   head: Head,
 ): unknown {
-  if (!adapter || (s === undefined && t === undefined)) return b;
-  head.before ??= headOf(read, response);
-  head.replayed = true;
-  if (s !== undefined) adapter.status(response, s);
-  if (t !== undefined) adapter.setHeader(response, 'Content-Type', t);
+  if (!adapter) return b;
+  head.before ??= beforeOf(read, response);
+  const replayed: Headers = (head.replayed ??= {});
+  if (s !== undefined) {
+    adapter.status(response, s);
+    replayed[':status'] = String(s);
+  }
+  for (const [name, value] of Object.entries(h ?? {})) {
+    adapter.setHeader(response, name, value);
+    replayed[name] = value;
+  }
+  adapter.setHeader(response, 'Age', String(Math.max(0, Math.floor((Date.now() - at) / 1000))));
   return b;
 }
