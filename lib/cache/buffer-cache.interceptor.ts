@@ -16,6 +16,7 @@ import { of, throwError, type Observable } from 'rxjs';
 import { BufferCache, HTTP, LOOKUP } from './buffer-cache.service.js';
 import { beforeOf, replay, storedOf, type Head, type StoredResponse } from './http-entry.js';
 import { headerReader, type HeaderReader } from './http-response.js';
+import { answers, variantOf } from './http-vary.js';
 import { hostOf, optionsOf, over, type RequestHeaders } from './http-request.js';
 import { invalidating, UNSAFE_METHODS, urlEntry, urlKey, variedOf } from './http-invalidation.js';
 import { Streamed, valueOrStream } from './http-stream.js';
@@ -155,7 +156,10 @@ export class BufferCacheInterceptor implements NestInterceptor {
     const response: unknown = context.switchToHttp().getResponse();
     const read = (this.read ??= headerReader(this.httpAdapterHost?.httpAdapter));
     const head: Head = {};
-    const factory = async (): Promise<unknown> => {
+    let making: Promise<unknown> | undefined;
+    // Run once, whether for the URL's entry or for its request's variant.
+    const factory = (): Promise<unknown> => (making ??= make());
+    const make = async (): Promise<unknown> => {
       let made: { value: unknown } | Streamed;
       ran = true;
       // The route's own status and headers (`@HttpCode()`, `@Header()`): a hit sets them too.
@@ -196,11 +200,18 @@ export class BufferCacheInterceptor implements NestInterceptor {
       }
       // URL entries hold a `StoredResponse`: a key of their own, apart from earlier formats.
       const name = url ? urlEntry(String(key)) : String(key);
-      const { value, status } = await this.cache[LOOKUP](name, factory, options, url);
+      let { value, status } = await this.cache[LOOKUP](name, factory, options, url);
+      let record = value as StoredResponse;
+      // Made for other values of the headers its response varies by: this request's variant.
+      if (url && record?.v && !answers(record.v, headers)) {
+        const variant = variantOf(name, record.at, record.v, headers);
+        ({ value, status } = await this.cache[LOOKUP](variant, factory, options, url));
+        record = value as StoredResponse;
+      }
       answered = true;
-      const record = value as StoredResponse;
-      // Stored from a response that did not say a request with `Authorization` may have it.
-      if (guarded && record?.a !== 1) {
+      // Stored from a response that did not say a request with `Authorization` may have it, or
+      // varied by headers other than those its URL's entry named.
+      if (url && (!answers(record?.v, headers) || (guarded && record?.a !== 1))) {
         this.setHeadersWhenHttp(context, 'miss');
         return next.handle();
       }

@@ -8,6 +8,7 @@ import {
   type FreshnessRules,
 } from './http-freshness.js';
 import { headOf, isStorable, type HeaderReader, type ResponseHead } from './http-response.js';
+import { variedBy, type Varied } from './http-vary.js';
 import { Timed } from './timed.js';
 
 /** The representation headers an entry keeps (RFC 9110 §8), replayed with it: no other header. */
@@ -25,7 +26,7 @@ export const REPRESENTATION = [
 /**
  * The stored response, with short names (one is stored with every entry): the body, the status
  * the handler set (when not the route's own), its representation headers, whether a request with
- * `Authorization` may be answered with it, and when it was made (epoch ms, for `Age`).
+ *  `Authorization` may be answered with it, when it was made (epoch ms, for `Age`) and what it varies by.
  */
 export interface StoredResponse {
   readonly b: unknown;
@@ -33,6 +34,8 @@ export interface StoredResponse {
   readonly h?: Readonly<Record<string, string>>;
   readonly a?: 1;
   readonly at: number;
+  /** The request headers its response varies by, and the values it was made for. */
+  readonly v?: Varied;
 }
 
 type Headers = Record<string, string>;
@@ -114,6 +117,8 @@ export function storedOf(made: Made): Timed | undefined {
   if (status !== undefined) record.s = status;
   if (Object.keys(headers).length > 0) record.h = headers;
   if (shared) record.a = 1;
+  const varied = variedBy(read, response, made.headers);
+  if (varied) record.v = varied;
   return new Timed(record, fresh.ttl, fresh.grace);
 }
 
