@@ -17,6 +17,7 @@ import { BufferCache, HTTP, LOOKUP } from './buffer-cache.service.js';
 import { beforeOf, replay, storedOf, type Head, type StoredResponse } from './http-entry.js';
 import { headerReader, type HeaderReader } from './http-response.js';
 import { answers, variantOf } from './http-vary.js';
+import { notModified } from './http-conditional.js';
 import { hostOf, optionsOf, over, type RequestHeaders } from './http-request.js';
 import { invalidating, UNSAFE_METHODS, urlEntry, urlKey, variedOf } from './http-invalidation.js';
 import { Streamed, valueOrStream } from './http-stream.js';
@@ -216,9 +217,15 @@ export class BufferCacheInterceptor implements NestInterceptor {
         return next.handle();
       }
       this.setHeadersWhenHttp(context, status);
-      return of(
-        url ? replay(this.httpAdapterHost?.httpAdapter, read, response, record, head) : value,
-      );
+      const adapter = this.httpAdapterHost?.httpAdapter;
+      if (!url) return of(value);
+      const body = replay(adapter, read, response, record, head);
+      // A fresh entry the client holds already (RFC 9110 §13.1.1, §13.1.3): no body, no handler.
+      if (adapter && status === 'hit' && notModified(record, headers)) {
+        adapter.status(response, 304);
+        return of(undefined);
+      }
+      return of(body);
     } catch (error) {
       // A build that failed (past `hardTimeout`, say) while its handler's Observable ran.
       unsubscribe?.();

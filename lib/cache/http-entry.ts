@@ -1,5 +1,6 @@
 // A URL key's entry: what a hit replays of the response its handler made, and what a handler's
 // response gives the cache.
+import { weakTag } from './http-conditional.js';
 import type { RequestHeaders } from './http-request.js';
 import {
   directivesOf,
@@ -34,6 +35,8 @@ export interface StoredResponse {
   readonly h?: Readonly<Record<string, string>>;
   readonly a?: 1;
   readonly at: number;
+  /** A weak ETag made from the body, when its handler gave none. */
+  readonly e?: string;
   /** The request headers its response varies by, and the values it was made for. */
   readonly v?: Varied;
 }
@@ -45,6 +48,8 @@ export interface Head {
   before?: ResponseHead & { readonly headers: Readonly<Headers> };
   /** Status (`:status`) and headers the replay set, by lower-case name. */
   replayed?: Headers;
+  /** The weak ETag the replay set: not one a handler gave. */
+  weak?: string;
 }
 
 const text = (value: unknown): string | undefined =>
@@ -96,6 +101,7 @@ export function storedOf(made: Made): Timed | undefined {
   const after = headOf(read, response);
   if (!isStorable(read, response, after.status)) return undefined;
   const headers = headersOf(read, response);
+  if (head.weak !== undefined && headers.etag === head.weak) delete headers.etag;
   if (head.replayed && !ownHead(head.replayed, before, after.status, headers)) return undefined;
   const directives = directivesOf(read, response);
   const shared = sharesAuthorized(directives);
@@ -117,6 +123,7 @@ export function storedOf(made: Made): Timed | undefined {
   if (status !== undefined) record.s = status;
   if (Object.keys(headers).length > 0) record.h = headers;
   if (shared) record.a = 1;
+  if (headers.etag === undefined) record.e = weakTag(body);
   const varied = variedBy(read, response, made.headers);
   if (varied) record.v = varied;
   return new Timed(record, fresh.ttl, fresh.grace);
@@ -153,7 +160,7 @@ export function replay(
   adapter: Replayer | undefined,
   read: HeaderReader,
   response: unknown,
-  { b, s, h, at }: StoredResponse,
+  { b, s, h, at, e }: StoredResponse,
   head: Head,
 ): unknown {
   if (!adapter) return b;
@@ -166,6 +173,10 @@ export function replay(
   for (const [name, value] of Object.entries(h ?? {})) {
     adapter.setHeader(response, name, value);
     replayed[name] = value;
+  }
+  if (e !== undefined && h?.etag === undefined) {
+    adapter.setHeader(response, 'ETag', e);
+    head.weak = e;
   }
   adapter.setHeader(response, 'Age', String(Math.max(0, Math.floor((Date.now() - at) / 1000))));
   return b;

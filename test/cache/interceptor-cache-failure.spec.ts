@@ -62,8 +62,8 @@ describe('BufferCacheInterceptor when the cache fails', () => {
     const lines = logger.at('error');
     expect(lines).toHaveLength(2);
     for (const line of lines) {
-      // The entry of a URL key is the stored response: `{"b":"xx…x","at":…}`.
-      expect(line).toMatch(/^Le cache a échoué : The value for .* is 127 bytes encoded/);
+      // The entry of a URL key is the stored response: `{"b":"xx…x","at":…,"e":"W/\"…\""}`.
+      expect(line).toMatch(/^Le cache a échoué : The value for .* is 167 bytes encoded/);
     }
   });
 });
