@@ -21,7 +21,7 @@ import {
   type CacheTrace,
 } from '../telemetry/channels.js';
 import type { BufferCacheEvents } from '../types/events.js';
-import { DELETE_URL, LockKeys, spaced } from './cache-keys.js';
+import { DELETE_URL, HTTP, LockKeys, LOOKUP, PUT, spaced } from './cache-keys.js';
 import { CallSettings } from './call-settings.js';
 import { EntryBuilder, refreshesEarly, type Built } from './entry-builder.js';
 import { EntryStore, type CacheEntry, type Found } from './entry-store.js';
@@ -30,15 +30,7 @@ import { SharedLookups, type CacheLookup } from './shared-lookups.js';
 import { timedOf } from './timed.js';
 
 export type { CacheLookup } from './shared-lookups.js';
-
-/** The lookup with its status, for the interceptor. */
-export const LOOKUP: unique symbol = Symbol('lookup');
-
-/** `set`, resolving to what a hit will return, for `@CachePut`. */
-export const PUT: unique symbol = Symbol('put');
-
-/** The module's `http` options, for the interceptor. */
-export const HTTP: unique symbol = Symbol('http');
+export { HTTP, LOOKUP, PUT } from './cache-keys.js';
 
 /** Lookups again after an outdated build, before a call makes its value for itself. */
 const MAX_RETRIES = 2;

@@ -10,6 +10,15 @@ export const spaced = (key: string, url = false): string =>
 /** `BufferCache`'s deletion of a URL key's entry: an unsafe request's invalidation. */
 export const DELETE_URL: unique symbol = Symbol('deleteUrl');
 
+/** The lookup with its status, for the interceptor. */
+export const LOOKUP: unique symbol = Symbol('lookup');
+
+/** `set`, resolving to what a hit will return, for `@CachePut`. */
+export const PUT: unique symbol = Symbol('put');
+
+/** The module's `http` options, for the interceptor. */
+export const HTTP: unique symbol = Symbol('http');
+
 /** The lock key of a cache key, refusing a key that is no non-empty string. */
 export class LockKeys {
   // The last key's lock key: a stampede asks for one key many times in a row, and hashing costs.
