@@ -255,6 +255,7 @@ describe('validation at bootstrap', () => {
     ['catalogs not an object', { catalogs: 'de' }, 'catalogs_invalid'],
     ['logger without methods', { logger: {} }, 'logger_invalid'],
     ['logInterval negative', { logInterval: -1 }, 'log_interval_invalid'],
+    ['storeTimeout zero', { storeTimeout: 0 }, 'store_timeout_invalid'],
     ['messages with an unknown id', { messages: { nope: 'x' } }, 'redis_messages_invalid'],
     ['share not a boolean', { share: 'yes' }, 'share_invalid'],
     [

@@ -25,7 +25,7 @@ import { DELETE_URL, HTTP, LockKeys, LOOKUP, PUT, spaced } from './cache-keys.js
 import { CallSettings } from './call-settings.js';
 import { EntryBuilder, refreshesEarly, type Built } from './entry-builder.js';
 import { EntryStore, type CacheEntry, type Found } from './entry-store.js';
-import { failSafeLookup, type Missed } from './fail-safe.js';
+import { failSafeLookup, type Asked, type Missed } from './fail-safe.js';
 import { SharedLookups, type CacheLookup } from './shared-lookups.js';
 import { timedOf } from './timed.js';
 
@@ -132,7 +132,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     const entry = keep || answer ? this.entries.codec.decode(text) : undefined;
     // Tags whose versions could not be read: nothing is written that could not be invalidated.
     if (stamps) await this.entries.write(key, lockKey, text, settings, keep ? entry : undefined);
-    this.lookups.detach(lockKey);
+    this.detach(lockKey);
     return entry?.value;
   }
 
@@ -164,7 +164,13 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     key = spaced(key, url);
     const lockKey = this.lockKeyOf(key);
     await this.entries.delete(key, lockKey);
+    this.detach(lockKey);
+  }
+
+  /** A write of the key returned: no later call in this process takes what began before it. */
+  private detach(lockKey: string): void {
     this.lookups.detach(lockKey);
+    this.builds.detach(lockKey);
   }
 
   /** @internal */
@@ -181,30 +187,20 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       const traced = cacheChannel.hasSubscribers;
       // A fresh copy in `l1` is served with nothing sent, unless the call is traced.
       if (held && !traced && this.now() < held.freshUntil) {
-        return Promise.resolve(this.hit(key, undefined, held, factory, settings));
+        // Not shared with any other call: nothing later can take it.
+        return Promise.resolve(this.hit(key, undefined, held, factory, settings, Infinity));
       }
       const lockKey = this.lockKeyOf(key);
+      const call = { key, lockKey, factory, settings, asked: nowMs() };
       // A traced call is a lookup of its own, with a trace of its own.
       if (traced) {
         const trace = this.builder.traceOf(key, lockKey);
-        return traceCall(cacheChannel, trace, () =>
-          this.lookup(key, lockKey, factory, settings, trace, held),
-        );
+        return traceCall(cacheChannel, trace, () => this.lookup({ ...call, trace }, held));
       }
       const running = this.lookups.under(lockKey, settings);
       // The value is the one of the same key's factory: its type is the caller's.
-      if (running) {
-        const outcome = running as Promise<CacheLookup<Awaited<T>>>;
-        return this.joined(outcome, key, lockKey, factory, settings);
-      }
-      const outcome = this.lookup(
-        key,
-        lockKey,
-        factory,
-        settings,
-        this.builder.traceOf(key, lockKey),
-        held,
-      );
+      if (running) return this.joined(running as Promise<CacheLookup<Awaited<T>>>, call);
+      const outcome = this.lookup({ ...call, trace: this.builder.traceOf(key, lockKey) }, held);
       this.lookups.share(lockKey, settings, outcome);
       return outcome;
     } catch (error) {
@@ -213,43 +209,37 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   }
 
   /**
-   * A call that took the outcome of the lookup under way: its event is its own. An outdated
-   * outcome is looked up again: this call may have begun after the write that outdated it.
+   * A call that took the outcome of the lookup under way: its event is its own. An outcome not
+   * known current when this call began is looked up again: a write may have replaced it before.
    */
   private joined<T>(
-    outcome: Promise<CacheLookup<T>>,
-    key: string,
-    lockKey: string,
-    factory: () => T | Promise<T>,
-    settings: CacheSettings,
+    outcome: Promise<CacheLookup<Awaited<T>>>,
+    call: Asked<T>,
   ): Promise<CacheLookup<Awaited<T>>> {
     return outcome.then((found) => {
-      if (this.lookups.isOutdated(found)) {
-        const trace = this.builder.traceOf(key, lockKey);
-        return this.lookup(key, lockKey, factory, settings, trace, undefined, MAX_RETRIES - 1);
+      if (found.asOf < call.asked) {
+        const trace = this.builder.traceOf(call.key, call.lockKey);
+        return this.lookup({ ...call, trace }, undefined, MAX_RETRIES - 1);
       }
-      this.emit(found.status, key);
-      return found as CacheLookup<Awaited<T>>;
+      this.emit(found.status, call.key);
+      return found;
     });
   }
 
   private async lookup<T>(
-    key: string,
-    lockKey: string,
-    factory: () => T | Promise<T>,
-    settings: CacheSettings,
-    trace: CacheTrace,
+    call: Asked<T> & { readonly trace: CacheTrace },
     held: CacheEntry | undefined,
     retries = MAX_RETRIES,
   ): Promise<CacheLookup<Awaited<T>>> {
+    const { key, lockKey, factory, settings, trace } = call;
     const found: Found = held
-      ? { entry: held, lockHeld: false }
+      ? { entry: held, lockHeld: false, readAt: nowMs() }
       : await this.entries.lookup(key, lockKey, settings.lockTtl, settings.l1);
     const { entry } = found;
     const now = this.now();
     if (entry && now < entry.freshUntil) {
       trace.role = 'hit';
-      return this.hit(key, lockKey, entry, factory, settings);
+      return this.hit(key, lockKey, entry, factory, settings, found.readAt);
     }
     if (entry && now < entry.staleUntil) {
       trace.role = 'stale';
@@ -257,20 +247,22 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       const refreshed = this.builder.refresh(key, lockKey, factory, settings);
       const fresh =
         settings.timeout > 0 && (await within(refreshed, settings.timeout, () => undefined));
-      if (fresh && !fresh.outdated) return { value: fresh.value as Awaited<T>, status: 'miss' };
-      return { value: entry.value as Awaited<T>, status: 'stale' };
+      if (fresh && fresh.asOf >= call.asked) {
+        return { value: fresh.value as Awaited<T>, status: 'miss', asOf: fresh.asOf };
+      }
+      return { value: entry.value as Awaited<T>, status: 'stale', asOf: found.readAt };
     }
     trace.role = 'miss';
-    const call = { key, lockKey, factory, settings, trace, found, retries };
+    const missed = { ...call, found, retries };
     // Past its grace, an entry kept for `staleIfError` is served only if its rebuild fails.
-    if (!entry || now >= entry.staleUntil + settings.staleIfError * 1000) return this.miss(call);
+    if (!entry || now >= entry.staleUntil + settings.staleIfError * 1000) return this.miss(missed);
     const parts = { builder: this.builder, entries: this.entries, events: this, now: this.now };
-    return failSafeLookup(parts, { ...call, entry }, () => this.miss(call, true));
+    return failSafeLookup(parts, { ...missed, entry }, () => this.miss(missed, true));
   }
 
   /** A missing or expired entry's build; `failSafe`: its event is the caller's, once it is known. */
   private async miss<T>(call: Missed<T>, failSafe = false): Promise<CacheLookup<Awaited<T>>> {
-    const { key, lockKey, factory, settings, trace, found, retries } = call;
+    const { key, lockKey, factory, settings, trace, found, retries, asked } = call;
     const { lockHeld } = found;
     // The lock this lookup took (its entry was missing) goes to the build, if this call starts one.
     const claimed = found.claim?.();
@@ -281,13 +273,14 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       const started = nowMs();
       const built = await joined.finally(() => (trace.waitMs = nowMs() - started));
       trace.built = false;
-      if (!built!.outdated) return { value: built!.value as Awaited<T>, status: 'miss' };
-      // This call may have begun after the write that outdated the build: it looks up again.
-      if (retries > 0)
-        return this.lookup(key, lockKey, factory, settings, trace, undefined, retries - 1);
+      const { value, asOf } = built!;
+      if (asOf >= asked) return { value: value as Awaited<T>, status: 'miss', asOf };
+      // This call may have begun after a write that replaced the build's value: it looks again.
+      if (retries > 0) return this.lookup(call, undefined, retries - 1);
+      const madeAsOf = nowMs();
       const [made] = timedOf(await factory(), settings);
       const own = this.entries.codec.roundTrip(key, made, settings);
-      return { value: own as Awaited<T>, status: 'miss' };
+      return { value: own as Awaited<T>, status: 'miss', asOf: madeAsOf };
     }
     // A lock seen held is waited for before the first try: its build is running.
     const context = { lockHeld, claimed, failSafe };
@@ -295,10 +288,8 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       this.builder.build(key, lockKey, factory, settings, 'wait', trace, context),
     );
     if (!failSafe) this.emit('miss', key);
-    const built = await building;
-    const answer: CacheLookup<Awaited<T>> = { value: built!.value as Awaited<T>, status: 'miss' };
-    if (built!.outdated) this.lookups.markOutdated(answer);
-    return answer;
+    const { value, asOf } = (await building)!;
+    return { value: value as Awaited<T>, status: 'miss', asOf };
   }
 
   /** A fresh entry's answer; it may start the early refresh (`lockKey` is made then if not given). */
@@ -308,6 +299,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     entry: CacheEntry,
     factory: () => T | Promise<T>,
     settings: CacheSettings,
+    asOf: number,
   ): CacheLookup<Awaited<T>> {
     this.emit('hit', key);
     const now = this.now();
@@ -315,7 +307,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       lockKey ??= this.lockKeyOf(key);
       void this.builder.refresh(key, lockKey, factory, settings, entry.freshUntil);
     }
-    return { value: entry.value as Awaited<T>, status: 'hit' };
+    return { value: entry.value as Awaited<T>, status: 'hit', asOf };
   }
 
   private lockKeyOf(key: string): string {

@@ -1,5 +1,8 @@
 import { deleteKey, getValue, getValueOrPttl, setValue } from '../redis/plain-commands.js';
+import { LockError } from '../errors/lock.error.js';
+import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { hasMethods } from '../options/rules.js';
+import { within } from '../options/seconds.js';
 import type { RedisScriptClient } from '../types/clients.js';
 
 /**
@@ -21,8 +24,26 @@ export interface BufferCacheStore {
   delete(key: string): Promise<unknown> | unknown;
 }
 
+/** A store that reports failures by an `'error'` event (Keyv). */
+type Reporting = BufferCacheStore & {
+  on(event: 'error', listener: (error: unknown) => void): unknown;
+};
+
+/** A store of the user's as the cache uses it: adapted, its failures heard, each call bounded. */
+export function ownStore(
+  cache: object,
+  seconds: number,
+  messages: BufferLockMessages,
+): BufferCacheStore {
+  return boundedStore(cacheStoreOf(cache), seconds, () => {
+    const text = messages.render('cache_store_timeout', { SECONDS: seconds });
+    return new LockError('cache_store_timeout', text);
+  });
+}
+
 /** A cache-manager `Cache` (it has `del`, and TTLs in ms) is adapted; Keyv is used as it is. */
-export function cacheStoreOf(cache: object): BufferCacheStore {
+function cacheStoreOf(cache: object): BufferCacheStore {
+  if (hasMethods('get', 'set', 'delete', 'on')(cache)) return failingLoudly(cache as Reporting);
   if (!hasMethods('get', 'set', 'del')(cache) || hasMethods('delete')(cache)) {
     return cache as BufferCacheStore;
   }
@@ -31,6 +52,61 @@ export function cacheStoreOf(cache: object): BufferCacheStore {
     get: (key) => manager.get(key),
     set: (key, value, ttlMs) => manager.set(key, value, ttlMs),
     delete: (key) => manager.del(key),
+  };
+}
+
+/**
+ * Unless `throwOnErrors`, a Keyv resolves a failed write as `false`, and says why only with its
+ * `'error'` event: a write during which one is heard rejects with it, so that a delete that did not
+ * happen is not taken as done (an error of another call heard meanwhile fails it too: a failure
+ * more, never a write less).
+ */
+function failingLoudly(store: Reporting): BufferCacheStore {
+  let heard = 0;
+  let last: unknown;
+  store.on('error', (error) => {
+    heard++;
+    last = error;
+  });
+  const checked = async (write: () => unknown): Promise<unknown> => {
+    const before = heard;
+    const result = await write();
+    if (heard !== before) throw last instanceof Error ? last : new Error(String(last));
+    return result;
+  };
+  return {
+    get: (key) => store.get(key),
+    set: (key, value, ttlMs) => checked(() => store.set(key, value, ttlMs)),
+    delete: (key) => checked(() => store.delete(key)),
+  };
+}
+
+/**
+ * Each call of `store` ends within `seconds`, or rejects with `late()`'s error: a client that
+ * never answers holds no caller. A `set` past it is followed by a delete of its key once it ends,
+ * so that a write that lands later is undone.
+ */
+function boundedStore(
+  store: BufferCacheStore,
+  seconds: number,
+  late: () => Error,
+): BufferCacheStore {
+  const bounded = (call: () => unknown, undo?: () => unknown): Promise<unknown> => {
+    const work = Promise.resolve().then(call);
+    return within(work, seconds, () => {
+      // Once it is done, whichever way: a store need not keep one client's order.
+      if (undo) void work.then(undo, undo).catch(() => undefined);
+      throw late();
+    });
+  };
+  return {
+    get: (key) => bounded(() => store.get(key)),
+    set: (key, value, ttlMs) =>
+      bounded(
+        () => store.set(key, value, ttlMs),
+        () => store.delete(key),
+      ),
+    delete: (key) => bounded(() => store.delete(key)),
   };
 }
 

@@ -9,6 +9,7 @@ import { CROSS_PROCESS, type SingleFlightEngine } from '../single-flight/single-
 import {
   cacheChannel,
   keyHashOf,
+  nowMs,
   traced,
   type CacheTrace,
   type FlightTrace,
@@ -18,7 +19,7 @@ import { RELEASE_WRITING } from '../lock/redis-lock.service.js';
 import { backoffKey } from '../redis/keys.js';
 import { lockPttl } from '../redis/plain-commands.js';
 import type { CacheEntry } from './entry-codec.js';
-import type { CacheParts, EntryStore } from './entry-store.js';
+import type { CacheParts, EntryStore, Released } from './entry-store.js';
 import { timedOf } from './timed.js';
 import type { TagStamp } from './tag-versions.js';
 
@@ -27,11 +28,14 @@ export interface Built {
   readonly value: unknown;
   readonly built: boolean;
   /**
-   * A write or a tag delete came after the build began: its value was not stored, and only the
-   * calls that were waiting for it take it (a call that joins later might have begun after the
-   * write).
+   * Which of the calls that joined the build may take its value: those that began by this time
+   * (`nowMs()`); the others look up again, as they may have begun after a write that replaced it.
+   * When Redis vouched for the value: as its read was sent (or its wake-up heard), or as the release
+   * that stored it, finding no later write, was sent. When nothing could (built without the lock,
+   * or its release failed): as its factory began. `-Infinity` when a write or a tag delete came
+   * after the build began (its own caller still takes it).
    */
-  readonly outdated?: boolean;
+  readonly asOf: number;
 }
 
 export interface EntryBuilderParts extends CacheParts {
@@ -106,21 +110,29 @@ export class EntryBuilder {
     // The value's own freshness, when its factory gave one (`Timed`).
     let stored = settings;
     let stamps: readonly TagStamp[] | undefined;
-    let outdated = false;
+    let released: Released | undefined;
+    let factoryStart = -Infinity;
+    let releasing = -Infinity;
     // Read again under the lock: another worker may have just written the entry. After a wake-up,
     // the entry it carried.
     const fresh = async (carried?: string): Promise<{ value: Built } | undefined> => {
+      const asOf = nowMs();
       const entry = await entries.read(key, lockKey, carried);
       return entry && now() < entry.freshUntil && entry.freshUntil > (seen ?? 0)
-        ? { value: { value: entry.value, built: false } }
+        ? { value: { value: entry.value, built: false, asOf } }
         : undefined;
     };
+    // The lock the work runs under: claimed with it by the lookup, else claimed here.
+    let holder: LockGuard | undefined;
     const work = async (): Promise<Built> => {
+      const claiming = holder && holder !== claimed ? entries.claim(holder) : undefined;
       const found = claimed ? undefined : await fresh();
+      await claiming;
       if (found) return found.value;
       // Read before the value is made: a tag deleted while it is made makes it a miss.
       stamps = await entries.stamps(settings.tags);
       const started = now();
+      factoryStart = nowMs();
       const [value, own] = timedOf(await bounded(factory()), settings);
       stored = own;
       const text = entries.codec.encode(key, value, own, now() - started, stamps);
@@ -128,7 +140,7 @@ export class EntryBuilder {
       // release), so only it stores; and nothing is written that tags could not invalidate.
       payload = stamps && currentFlight()?.locked ? text : undefined;
       // What a hit will return: the value as the serializer gives it back.
-      return { value: entries.codec.decode(text).value, built: true };
+      return { value: entries.codec.decode(text).value, built: true, asOf: factoryStart };
     };
     // Past `hardTimeout` the build fails (its lock is released) and a late value is dropped.
     const bounded = (made: unknown): unknown => {
@@ -159,13 +171,16 @@ export class EntryBuilder {
     const hooks = {
       peek,
       release: async (guard: LockGuard): Promise<LockError | undefined> => {
-        const released = await entries.writeAndRelease(guard, key, payload, stored);
-        outdated = released.outdated;
+        releasing = nowMs();
+        released = await entries.writeAndRelease(guard, key, payload, stored);
         return released.error;
       },
-      failed: failSafe ? (guard: LockGuard) => this.holdAfterFailure(guard, lockKey) : failed,
+      failed: failSafe
+        ? (guard: LockGuard) => this.holdAfterFailure(guard, lockKey)
+        : (failed ?? ((guard: LockGuard) => entries.release(guard).then(() => undefined))),
       lockHeld,
       claimed,
+      holding: (guard: LockGuard) => void (holder = guard),
     };
     const times: FlightTrace = { keyHash: trace.keyHash };
     let outcome: Built | undefined;
@@ -183,8 +198,11 @@ export class EntryBuilder {
     }
     trace.built = outcome?.built ?? false;
     if (failSafe && outcome) this.backoff.delete(lockKey);
-    if (outcome?.built && (outdated || (stamps?.length && !(await entries.hold(stamps, true))))) {
-      outcome = { ...outcome, outdated: true };
+    if (outcome?.built) {
+      const outdated =
+        released?.outdated || (stamps?.length && !(await entries.hold(stamps, true)));
+      if (outdated) outcome = { ...outcome, asOf: -Infinity };
+      else if (released?.written) outcome = { ...outcome, asOf: releasing };
     }
     if (outcome?.built) events.emit('built', key);
     else if (outcome && onBusy === 'wait') events.emit('shared', key);

@@ -1,21 +1,15 @@
 import { LockError } from '../errors/lock.error.js';
 import { claimOnce, type LockGuard } from '../lock/lock-results.js';
-import {
-  ACQUIRE_UNLESS_FOUND,
-  RELEASE_WRITING,
-  type RedisLockService,
-} from '../lock/redis-lock.service.js';
-import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
+import { ACQUIRE_UNLESS_FOUND, RELEASE_WRITING } from '../lock/redis-lock.service.js';
 import { errorText } from '../messages/error-text.js';
 import type { CacheSettings } from '../options/cache.options.js';
 import { slotKey } from '../redis/keys.js';
-import { carriedPayload, writeOutdating } from '../redis/lock-commands.js';
-import type { FlightOptions } from '../options/buffer-lock.options.js';
+import { carriedPayload, claimLock, writeOutdating } from '../redis/lock-commands.js';
 import { JSON_RESULT_SERIALIZER } from '../serialization/result-serializer.js';
-import type { ThrottledLog } from '../single-flight/throttled-log.js';
 import type { RedisScriptClient } from '../types/clients.js';
-import { lockChannel } from '../telemetry/channels.js';
-import { cacheStoreOf, RedisCacheStore, type BufferCacheStore } from './cache-store.js';
+import { lockChannel, nowMs } from '../telemetry/channels.js';
+import type { CacheParts } from './cache-parts.js';
+import { ownStore, RedisCacheStore, type BufferCacheStore } from './cache-store.js';
 import { EntryCodec, ttlMsOf, type CacheEntry } from './entry-codec.js';
 import { CopyAnnouncer } from './copy-announcer.js';
 import { InvalidationBus } from './invalidation-bus.js';
@@ -23,6 +17,7 @@ import { LocalTier } from './local-tier.js';
 import { TagVersions, type TagStamp } from './tag-versions.js';
 
 export type { CacheEntry } from './entry-codec.js';
+export type { CacheParts } from './cache-parts.js';
 
 /**
  * A lookup's entry; on a miss in the built-in store, whether the key's lock was held then, or the
@@ -31,22 +26,19 @@ export type { CacheEntry } from './entry-codec.js';
 export interface Found {
   readonly entry: CacheEntry | undefined;
   readonly lockHeld: boolean;
+  /** When the store's answer came (`nowMs()`): a call that began later does not take it. */
+  readonly readAt: number;
   readonly claim?: () => LockGuard | undefined;
 }
 
-/** A build's release: its failure, and whether the entry was left unstored as outdated. */
+/**
+ * A build's release: its failure; `written`: the store has the entry and the release found no
+ * write of the key after the build began; `outdated`: it found one, and nothing was stored.
+ */
 export interface Released {
   readonly error: LockError | undefined;
+  readonly written: boolean;
   readonly outdated: boolean;
-}
-
-/** What the cache's parts share. */
-export interface CacheParts {
-  readonly lock: RedisLockService;
-  readonly options: FlightOptions;
-  readonly messages: BufferLockMessages;
-  readonly log: ThrottledLog;
-  readonly now: () => number;
 }
 
 /**
@@ -60,7 +52,6 @@ export class EntryStore {
   readonly codec: EntryCodec;
   private readonly reading = new Map<string, Promise<Found>>();
   private readonly bus: InvalidationBus;
-  /** The module's `l1`, if it has one. */
   private readonly tier: LocalTier<CacheEntry> | undefined;
   private readonly tags: TagVersions;
   private readonly copies: CopyAnnouncer;
@@ -69,12 +60,14 @@ export class EntryStore {
     private readonly parts: CacheParts,
     cache: object | undefined,
   ) {
-    const { lock, options, now } = parts;
-    this.store = cache ? cacheStoreOf(cache) : new RedisCacheStore(() => lock.getClient());
+    const { lock, options, now, messages } = parts;
+    const client = (): Promise<RedisScriptClient> => lock.getClient();
+    this.store = cache
+      ? ownStore(cache, options.storeTimeout, messages)
+      : new RedisCacheStore(client);
     this.builtIn = this.store instanceof RedisCacheStore;
     const serializer = options.serializer ?? JSON_RESULT_SERIALIZER;
-    this.codec = new EntryCodec({ serializer, messages: parts.messages, log: parts.log, now });
-    const client = (): Promise<RedisScriptClient> => lock.getClient();
+    this.codec = new EntryCodec({ serializer, messages, log: parts.log, now });
     const prefix = options.cachePrefix;
     const bus = (this.bus = new InvalidationBus({
       channel: `${prefix}{nestjs-buffer-lock}:l1`,
@@ -101,13 +94,7 @@ export class EntryStore {
 
   /** The versions of `tags` to build an entry with; `undefined` when they cannot be read (logged). */
   async stamps(tags: readonly string[]): Promise<readonly TagStamp[] | undefined> {
-    if (tags.length === 0) return [];
-    try {
-      return await this.tags.current(tags);
-    } catch (error) {
-      this.storeFailed(error);
-      return undefined;
-    }
+    return tags.length === 0 ? [] : this.guarded(() => this.tags.current(tags));
   }
 
   /** Every entry that carries one of `tags` is a miss from now on, in every process. */
@@ -128,19 +115,22 @@ export class EntryStore {
     if (running) return running;
     const tier = keep ? this.tier : undefined;
     const mark = tier ? this.bus.mark() : undefined;
-    let read = !this.builtIn
-      ? this.stored(key, lockKey).then((entry) => ({ entry, lockHeld: false }))
+    const answer = !this.builtIn
+      ? this.stored(key, lockKey).then((entry) => ({ entry, lockHeld: false, readAt: nowMs() }))
       : lockTtl === undefined || lockChannel.hasSubscribers
         ? this.lookupWithLock(storeKey, lockKey)
         : this.lookupTaking(storeKey, lockKey, lockTtl);
-    read = read.then(async (found) => {
+    const read = answer.then(async (found) => {
       const entry = found.entry?.tags ? await this.checked(found.entry) : found.entry;
       if (entry) tier?.put(key, entry, mark, this.parts.now());
       return entry === found.entry ? found : { ...found, entry };
     });
     this.reading.set(storeKey, read);
-    const forget = (): void => void this.reading.delete(storeKey);
-    void read.then(forget, forget);
+    // Joined until the store answers (its tags may take a read more): a later call reads anew.
+    const forget = (): void => {
+      if (this.reading.get(storeKey) === read) this.reading.delete(storeKey);
+    };
+    void answer.then(forget, forget);
     return read;
   }
 
@@ -154,12 +144,7 @@ export class EntryStore {
 
   /** Whether `stamps` are still their tags' versions (with `read`, as Redis has them now). */
   async hold(stamps: readonly TagStamp[], read = false): Promise<boolean> {
-    try {
-      return await this.tags.verify(stamps, read);
-    } catch (error) {
-      this.storeFailed(error);
-      return false;
-    }
+    return (await this.guarded(() => this.tags.verify(stamps, read))) ?? false;
   }
 
   /** The entry, unless a tag it carries has a new version since it was built. */
@@ -189,19 +174,23 @@ export class EntryStore {
     const store = this.store as RedisCacheStore;
     const answer = await this.guarded(() => store.lookup(storeKey, lockKey));
     // PTTL: -2 when the lock is free, -1 (no expiry) or more when it is held.
-    if (typeof answer === 'number') return { entry: undefined, lockHeld: answer >= -1 };
-    return { entry: this.codec.stored(answer), lockHeld: false };
+    const readAt = nowMs();
+    if (typeof answer === 'number') return { entry: undefined, lockHeld: answer >= -1, readAt };
+    return { entry: this.codec.stored(answer), lockHeld: false, readAt };
   }
 
   private async lookupTaking(storeKey: string, lockKey: string, lockTtl: number): Promise<Found> {
     const answer = await this.parts.lock[ACQUIRE_UNLESS_FOUND](lockKey, storeKey, lockTtl);
-    if ('found' in answer) return { entry: this.codec.stored(answer.found), lockHeld: false };
+    const readAt = nowMs();
+    if ('found' in answer) {
+      return { entry: this.codec.stored(answer.found), lockHeld: false, readAt };
+    }
     const [guard, error] = answer;
     // As a failed read: a miss, logged; the build's own acquire meets the trouble again.
     if (error) this.storeFailed(error.cause ?? error);
     return guard
-      ? { entry: undefined, lockHeld: false, claim: claimOnce(guard) }
-      : { entry: undefined, lockHeld: !error };
+      ? { entry: undefined, lockHeld: false, readAt, claim: claimOnce(guard) }
+      : { entry: undefined, lockHeld: !error, readAt };
   }
 
   /**
@@ -261,16 +250,35 @@ export class EntryStore {
     const client = (): Promise<RedisScriptClient> => this.parts.lock.getClient();
     if (this.builtIn)
       return void (await writeOutdating(await client(), lockKey, storeKey, text, ttlMs));
-    // Without the lock's Redis no build holds a lock to outdate: the store is written all the same.
-    await this.guarded(async () => writeOutdating(await client(), lockKey));
+    const marking = (async () => writeOutdating(await client(), lockKey))();
+    const unmarked = await marking.then(
+      () => undefined,
+      (error: unknown) => ({ error }),
+    );
     if (text === undefined) await this.store.delete(storeKey);
     else await this.store.set(storeKey, text, ttlMs);
+    // Without the mark a build in flight could store its older value after this write: the store
+    // is written all the same, and the caller told.
+    if (unmarked) throw unmarked.error;
+  }
+
+  /** Releases the build's lock and its claim, storing nothing. */
+  async release(guard: LockGuard): Promise<LockError | undefined> {
+    const write = { prefix: undefined, payload: undefined, ttlMs: 0, claimed: true };
+    return (await this.parts.lock[RELEASE_WRITING](guard, write))[1];
+  }
+
+  /** Claims the build's lock before its factory runs; unclaimed, its entry is not stored. */
+  async claim(guard: LockGuard): Promise<void> {
+    const { lock } = this.parts;
+    await this.guarded(async () => claimLock(await lock.getClient(), guard.key, guard.token));
   }
 
   /**
    * Writes the entry (when one was built) and releases the lock, whose wake-up carries the entry:
-   * one script on the built-in store. `outdated`: nothing was stored, as a write of the key came
-   * after the build began (or its lock was lost); on another store its write is deleted again.
+   * one script on the built-in store. On another store the entry is written first, and deleted
+   * again unless the release confirms it: a write of the key may have come after the build began
+   * (or its lock was lost, or the release's answer was).
    */
   async writeAndRelease(
     guard: LockGuard,
@@ -279,16 +287,21 @@ export class EntryStore {
     settings: CacheSettings,
   ): Promise<Released> {
     const { lock, options } = this.parts;
-    if (text === undefined) return { error: (await lock.release(guard))[1], outdated: false };
+    if (text === undefined)
+      return { error: await this.release(guard), written: false, outdated: false };
     const storeKey = this.keyOf(key, guard.key);
-    if (!this.builtIn) await this.guarded(() => this.store.set(storeKey, text, ttlMsOf(settings)));
+    const setting = async (): Promise<true> => {
+      await this.store.set(storeKey, text, ttlMsOf(settings));
+      return true;
+    };
+    const stored = this.builtIn || ((await this.guarded(setting)) ?? false);
     const prefix = this.builtIn ? options.cachePrefix : undefined;
-    const write = { prefix, payload: text, ttlMs: ttlMsOf(settings), carried: 'entry' as const };
-    const [written, error] = await lock[RELEASE_WRITING](guard, write);
-    const outdated = !written && !error;
-    if (outdated && !this.builtIn) await this.guarded(() => this.store.delete(storeKey));
+    const ttlMs = ttlMsOf(settings);
+    const write = { prefix, payload: text, ttlMs, carried: 'entry' as const, claimed: true };
+    const [confirmed, error] = await lock[RELEASE_WRITING](guard, write);
+    if (!confirmed && !this.builtIn) await this.guarded(() => this.store.delete(storeKey));
     await this.copies.announced(key);
-    return { error, outdated };
+    return { error, written: confirmed && stored, outdated: !confirmed && !error };
   }
 
   private keyOf(key: string, lockKey: string): string {
@@ -296,7 +309,8 @@ export class EntryStore {
     return this.builtIn ? slotKey(lockKey, cachePrefix) : cachePrefix + key;
   }
 
-  private async guarded(call: () => unknown): Promise<unknown> {
+  /** The call's answer; `undefined` when it failed (logged). */
+  private async guarded<T>(call: () => T | Promise<T>): Promise<T | undefined> {
     try {
       return await call();
     } catch (error) {

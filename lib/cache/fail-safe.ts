@@ -6,12 +6,17 @@ import type { EntryBuilder } from './entry-builder.js';
 import type { CacheEntry, EntryStore, Found } from './entry-store.js';
 import type { CacheLookup } from './shared-lookups.js';
 
-/** A lookup that found no entry it may serve. */
-export interface Missed<T> {
+/** A call for a key's value, and when it began (`nowMs()`): what it may take (`Built.asOf`). */
+export interface Asked<T> {
   readonly key: string;
   readonly lockKey: string;
   readonly factory: () => T | Promise<T>;
   readonly settings: CacheSettings;
+  readonly asked: number;
+}
+
+/** A lookup that found no entry it may serve. */
+export interface Missed<T> extends Asked<T> {
   readonly trace: CacheTrace;
   readonly found: Found;
   readonly retries: number;
@@ -32,12 +37,15 @@ export interface FailSafeParts {
  */
 export async function failSafeLookup<T>(
   parts: FailSafeParts,
-  call: Pick<Missed<T>, 'key' | 'lockKey' | 'settings' | 'trace'> & { readonly entry: CacheEntry },
+  call: Pick<Missed<T>, 'key' | 'lockKey' | 'settings' | 'trace' | 'found'> & {
+    readonly entry: CacheEntry;
+  },
   rebuild: () => Promise<CacheLookup<Awaited<T>>>,
 ): Promise<CacheLookup<Awaited<T>>> {
   const { builder, entries, events, now } = parts;
   const { key, lockKey, settings, trace } = call;
   let served: CacheEntry | undefined = call.entry;
+  let readAt = call.found.readAt;
   if (!(await builder.backingOff(lockKey))) {
     try {
       const answer = await rebuild();
@@ -45,7 +53,7 @@ export async function failSafeLookup<T>(
       return answer;
     } catch (error) {
       // A read of its own, begun after the failure: a write that returned before it is seen.
-      served = (await entries.lookup(key, lockKey)).entry;
+      ({ entry: served, readAt } = await entries.lookup(key, lockKey));
       if (!served || now() >= served.staleUntil + settings.staleIfError * 1000) throw error;
     }
   }
@@ -53,5 +61,5 @@ export async function failSafeLookup<T>(
   const status = now() < served.freshUntil ? 'miss' : 'stale';
   trace.role = status;
   events.emit(status, key);
-  return { value: served.value as Awaited<T>, status };
+  return { value: served.value as Awaited<T>, status, asOf: readAt };
 }

@@ -4,6 +4,8 @@ import type { CacheSettings } from '../options/cache.options.js';
 export interface CacheLookup<T> {
   readonly value: T;
   readonly status: 'hit' | 'miss' | 'stale';
+  /** Which joined calls may take it (see `Built.asOf`); a hit's: those before its read's answer. */
+  readonly asOf: number;
 }
 
 /** A lookup under way, and the settings it runs with. */
@@ -19,8 +21,6 @@ interface Running {
  */
 export class SharedLookups {
   private readonly running = new Map<string, Running>();
-  // Outcomes of builds that a write outdated: a call that joined them looks up again.
-  private readonly outdated = new WeakSet<CacheLookup<unknown>>();
 
   /** The outcome under way for `lockKey` with these settings, if any. */
   under(lockKey: string, settings: CacheSettings): Promise<CacheLookup<unknown>> | undefined {
@@ -34,14 +34,6 @@ export class SharedLookups {
       if (this.running.get(lockKey)?.outcome === outcome) this.running.delete(lockKey);
     };
     outcome.then(forget, forget);
-  }
-
-  markOutdated(found: CacheLookup<unknown>): void {
-    this.outdated.add(found);
-  }
-
-  isOutdated(found: CacheLookup<unknown>): boolean {
-    return this.outdated.has(found);
   }
 
   /** A write of `lockKey`'s key returned: no later call takes what began before it. */

@@ -23,6 +23,8 @@ export interface SlotWrite {
   readonly payload: string | undefined;
   readonly ttlMs: number;
   readonly carried?: CarriedKind;
+  /** Written only while the holder's claim names it (see `claimKey`). */
+  readonly claimed?: boolean;
 }
 
 /** `written`: this guard still held the lock, so the write went through. */

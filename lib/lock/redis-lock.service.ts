@@ -222,6 +222,7 @@ export class RedisLockService {
       payload: write.payload,
       ttlMs: write.ttlMs,
       carried: write.carried,
+      claimed: write.claimed,
     };
     let answer: unknown;
     const { held } = this;

@@ -85,6 +85,7 @@ export const ENGLISH_MESSAGES = {
   cache_store_invalid:
     'cache_lock cache must be a cache-manager Cache, a Keyv instance or an object with get(), set() and delete()',
   cache_prefix_invalid: 'cache_lock cachePrefix must be a string without { or }',
+  store_timeout_invalid: 'cache_lock storeTimeout must be a positive number of seconds',
   cache_defaults_invalid:
     'cache_lock cacheDefaults must be an object of cache settings (ttl, grace, timeout, lockTtl, lockTimeout, hardTimeout, maxValueBytes, earlyRefresh, l1)',
   cache_ttl_invalid: 'cache_lock cache ttl must be a positive number of seconds',
@@ -148,6 +149,7 @@ export const ENGLISH_MESSAGES = {
   cache_build_timeout:
     'Building the value for KEY took more than SECONDS s (hardTimeout): its lock is released, and a late value is not stored',
   cache_store_failed: 'The cache store failed: ERROR; serving without it',
+  cache_store_timeout: 'the cache store did not answer within SECONDS s (storeTimeout)',
   cache_write_failed:
     'The cache store could not write or delete an entry: ERROR; the entry it held may still be served',
   cache_entry_unreadable: 'A cache entry could not be read: ERROR; building it anew',

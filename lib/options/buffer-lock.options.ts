@@ -79,6 +79,11 @@ export interface BufferLockOptions extends Omit<RedisLockOptions, 'redis'>, Sing
     | false;
   /** A cache-manager `Cache`, a Keyv or any `BufferCacheStore`. Default: the lock's Redis. */
   cache?: object;
+  /**
+   * Seconds a call to a store of your own (`cache`) may take: past them a read is a miss and a
+   * write fails (a late `set` is deleted again). Default 2.
+   */
+  storeTimeout?: number;
   /** The prefix of every cache entry's key, in any store (`''` for none). Default `'buffer:cache:'`. */
   cachePrefix?: string;
   /** The cache's per-call defaults. */
@@ -160,6 +165,9 @@ export class BufferLockOptionsDto
 
   @Rule('cache_prefix_invalid', (v) => typeof v === 'string' && !/[{}]/.test(v))
   cachePrefix: string = 'buffer:cache:';
+
+  @Seconds('store_timeout_invalid', { timed: true })
+  storeTimeout: number = 2;
 
   @Nested(CacheOptionsDto, 'cache_defaults_invalid')
   cacheDefaults: CacheOptionsDto = new CacheOptionsDto();

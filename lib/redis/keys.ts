@@ -4,7 +4,7 @@
 // (`{shop}{shop}9a03:result`); one with braces but no usable tag gets a brace-free tag of its slot
 // (`{3kq}a{b:result`). The lock key can be read back from each, so lock keys share none.
 
-export type LockKeyRole = 'result' | 'fence' | 'superseded' | 'backoff';
+export type LockKeyRole = 'result' | 'fence' | 'claim' | 'backoff';
 
 const CLUSTER_SLOTS = 16384;
 
@@ -66,7 +66,7 @@ export const derivedKey = (lockKey: string, role: LockKeyRole): string =>
 
 /** Whether `key` ends in some lock key's slot prefix, maybe with a role: a derived or cache key. */
 export function isSlotKey(key: string): boolean {
-  const body = key.replace(/:(result|fence|superseded|backoff)$/, '');
+  const body = key.replace(/:(result|fence|claim|backoff)$/, '');
   for (let open = body.indexOf('{'); open >= 0; open = body.indexOf('{', open + 1)) {
     const rest = body.slice(open);
     const close = rest.indexOf('}');
@@ -89,8 +89,12 @@ export const resultKey = (lockKey: string): string => derivedKey(lockKey, 'resul
 
 export const fenceKey = (lockKey: string): string => derivedKey(lockKey, 'fence');
 
-/** Names the holder whose build a write has outdated: its release then stores nothing. */
-export const supersededKey = (lockKey: string): string => derivedKey(lockKey, 'superseded');
+/**
+ * Names the holder whose build began after every write of its key so far: a write deletes it, and
+ * a release stores its entry only while it still names the holder (lost to eviction, a flush or a
+ * restart, the entry is not stored either).
+ */
+export const claimKey = (lockKey: string): string => derivedKey(lockKey, 'claim');
 
 /** Present while a failed refresh's back-off lasts: no worker refreshes the key before. */
 export const backoffKey = (lockKey: string): string => derivedKey(lockKey, 'backoff');

@@ -1,10 +1,11 @@
 import type { RedisScriptClient } from '../types/clients.js';
-import { fenceKey, supersededKey } from './keys.js';
+import { claimKey, fenceKey } from './keys.js';
 import { luaScript, runScript } from './lua-script.js';
 
 // SET NX answers nil when the key exists; Lua sees that as false. ARGV[3], when given, is how long
 // the fence counter (KEYS[2]) outlives the acquire; the key after those, when given, holds an entry
-// whose presence answers instead of the acquire. Each fencing number is the counter + 1, or the
+// whose presence answers instead of the acquire, and the one after it is the holder's claim, set
+// with the lock. Each fencing number is the counter + 1, or the
 // server's TIME in µs when that is larger. A counter that expired starts again at TIME, above all it
 // gave: its last number was the TIME of its last acquire plus the acquires that outran the clock
 // (Redis runs far fewer than one script a µs), and FENCE_IDLE_MS (10^6 µs) or more has passed since.
@@ -20,6 +21,10 @@ end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 0
 end
+local claim = KEYS[ARGV[3] and 4 or 3]
+if claim then
+  redis.call('SET', claim, ARGV[1], 'PX', ARGV[2])
+end
 if not ARGV[3] then
   return 1
 end
@@ -34,6 +39,8 @@ return fence
     const entry = found === undefined ? null : redis.get(found);
     if (entry !== null) return entry;
     if (redis.set(lock!, token!, 'NX', 'PX', ms!) === null) return 0;
+    const claim = keys[idleMs === undefined ? 2 : 3];
+    if (claim !== undefined) redis.set(claim, token!, 'PX', ms!);
     if (idleMs === undefined) return 1;
     const [seconds, micros] = redis.time();
     const next = Math.max(redis.incr(fence!), Number(seconds) * 1e6 + Number(micros));
@@ -54,7 +61,8 @@ const FENCE_IDLE_MS = 1000;
 /**
  * Resolves 1 when taken (with `fenced`, the new fencing number instead), 0 when held; any other
  * answer is the client's. With `unlessFound`, the text at that key instead, when there is one (no
- * lock is taken then): it must be in the lock's slot. A fence counter expires once its key has not
+ * lock is taken then): it must be in the lock's slot; a lock taken then is claimed (`claimKey`)
+ * with it, as a cache build's lock is. A fence counter expires once its key has not
  * been acquired for `ttlMs` + 1 s.
  */
 export function acquireLock(
@@ -71,13 +79,13 @@ export function acquireLock(
     return Promise.resolve(client.set(key, token, 'PX', ttlMs, 'NX')).then(fromSetReply);
   }
   const keys = fenced ? [key, fenceKey(key)] : [key];
-  if (unlessFound !== undefined) keys.push(unlessFound);
+  if (unlessFound !== undefined) keys.push(unlessFound, claimKey(key));
   const args = fenced ? [token, ttlMs, ttlMs + FENCE_IDLE_MS] : [token, ttlMs];
   return runScript(client, ACQUIRE, keys, args);
 }
 
-// The holder's superseded mark (KEYS[2]) lives as long as its lock: a build past the mark's first
-// expiry still stores nothing.
+// The holder's claim (KEYS[2]) lives as long as its lock: a build past the claim's first expiry
+// still stores its entry.
 const EXTEND = luaScript(
   `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -100,7 +108,7 @@ export function extendLock(
   token: string,
   ttlMs: number,
 ): Promise<unknown> {
-  return runScript(client, EXTEND, [key, supersededKey(key)], [token, ttlMs]);
+  return runScript(client, EXTEND, [key, claimKey(key)], [token, ttlMs]);
 }
 
 /** What precedes a payload carried by a release's wake-up, by what it is (a token has no `=`). */
@@ -118,6 +126,11 @@ export interface ReleaseWrite {
   readonly ttlMs: number;
   /** The payload rides the wake-up as this, when it is no larger than WAKE_MAX_BYTES. */
   readonly carried?: CarriedKind;
+  /**
+   * Written only while the holder's claim (`claimKey`) names it: a cache build's entry, which no
+   * write of its key may have come after. The claim goes with the lock.
+   */
+  readonly claimed?: boolean;
 }
 
 /** The payload a wake-up's `text` carries as `kind`, or `undefined` (then it is read). */
@@ -129,8 +142,9 @@ const fitsWake = (payload: string): boolean =>
   payload.length * 3 <= WAKE_MAX_BYTES || Buffer.byteLength(payload) <= WAKE_MAX_BYTES;
 
 // Compare-and-delete. The write goes before the delete, so a waiter the SPUBLISH wakes finds it.
-// A holder named by its superseded mark (KEYS[2]: a write of the key came after its build began)
-// writes nothing and carries nothing, and answers 2. The wake-up goes on the lock key's own shard
+// A holder its claim (KEYS[2]) no longer names (a write of the key came after its build began, or
+// the claim was lost) writes nothing and carries nothing, and answers 2; a write that needs no
+// claim names the lock itself there. The wake-up goes on the lock key's own shard
 // channel: ARGV[4] (a CARRIED mark) and the payload when it is given (waiters answer from it, with
 // no read), else the token (waiters read). pcall: on a Redis without SPUBLISH the release still
 // succeeds and waiters poll. Every key must be in the lock's slot, or a Cluster refuses the script.
@@ -139,7 +153,8 @@ const RELEASE = luaScript(
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-local superseded = KEYS[2] and redis.call('GET', KEYS[2]) == ARGV[1]
+local claim = KEYS[2] ~= KEYS[1] and KEYS[2]
+local superseded = claim and redis.call('GET', claim) ~= ARGV[1]
 if KEYS[3] and not superseded then
   if ARGV[2] then
     redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
@@ -153,15 +168,18 @@ if ARGV[4] and not superseded then
   wake = ARGV[4] .. ARGV[2]
 end
 pcall(redis.call, 'SPUBLISH', KEYS[1], wake)
+if claim then
+  redis.call('DEL', claim)
+end
 if superseded then
-  redis.call('DEL', KEYS[2])
   return 2
 end
 return deleted
 `,
   (redis, [lock, mark, written], [token, payload, ms, carry]) => {
     if (redis.get(lock!) !== token) return 0;
-    const superseded = mark !== undefined && redis.get(mark) === token;
+    const claim = mark === lock ? undefined : mark;
+    const superseded = claim !== undefined && redis.get(claim) !== token;
     if (written !== undefined && !superseded) {
       if (payload !== undefined) redis.set(written, payload, 'PX', ms!);
       else redis.del(written);
@@ -169,15 +187,14 @@ return deleted
     const deleted = redis.del(lock!);
     const wake = carry === undefined || superseded ? token! : carry + payload!;
     redis.spublish(lock!, wake);
-    if (!superseded) return deleted;
-    redis.del(mark!);
-    return 2;
+    if (claim !== undefined) redis.del(claim);
+    return superseded ? 2 : deleted;
   },
 );
 
 /**
  * Resolves 1 when it deleted the lock (and wrote, and woke), 0 when the lock was not ours, 2 when
- * it deleted the lock but wrote nothing: a write of the key came after the build began.
+ * it deleted the lock but wrote nothing: its claim no longer named it.
  */
 export function releaseLock(
   client: RedisScriptClient,
@@ -187,8 +204,8 @@ export function releaseLock(
 ): Promise<unknown> {
   if (write === undefined) return runScript(client, RELEASE, [lockKey], [token]);
   const { key, payload, carried } = write;
-  const mark = supersededKey(lockKey);
-  const keys = key === undefined ? [lockKey, mark] : [lockKey, mark, key];
+  const claim = write.claimed ? claimKey(lockKey) : lockKey;
+  const keys = key === undefined ? [lockKey, claim] : [lockKey, claim, key];
   if (payload !== undefined && carried !== undefined && fitsWake(payload)) {
     return runScript(client, RELEASE, keys, [token, payload, write.ttlMs, CARRIED[carried]]);
   }
@@ -198,40 +215,32 @@ export function releaseLock(
 }
 
 // A write of an entry (or its delete, without ARGV[1]) that outdates the build in flight: its
-// holder is named in the superseded mark, kept as long as the lock. All keys in the lock's slot.
+// holder's claim goes. All keys in the lock's slot.
 const WRITE_OUTDATING = luaScript(
   `
-if KEYS[3] then
+if KEYS[2] then
   if ARGV[1] then
-    redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+    redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
   else
-    redis.call('DEL', KEYS[3])
+    redis.call('DEL', KEYS[2])
   end
 end
-local holder = redis.call('GET', KEYS[1])
-if holder then
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then
-    redis.call('SET', KEYS[2], holder, 'PX', ttl)
-  end
-end
+redis.call('DEL', KEYS[1])
 return 1
 `,
-  (redis, [lock, mark, entry], [payload, ms]) => {
+  (redis, [claim, entry], [payload, ms]) => {
     if (entry !== undefined) {
       if (payload !== undefined) redis.set(entry, payload, 'PX', ms!);
       else redis.del(entry);
     }
-    const holder = redis.get(lock!);
-    const ttl = redis.pttl(lock!);
-    if (holder !== null && ttl > 0) redis.set(mark!, holder, 'PX', String(ttl));
+    redis.del(claim!);
     return 1;
   },
 );
 
 /**
- * Marks the build in flight on `lockKey`, if any, as outdated (its release stores nothing); with
- * `entryKey` (in the lock's slot), first writes `payload` there for `ttlMs`, or deletes it.
+ * Outdates the build in flight on `lockKey`, if any (its release stores nothing); with `entryKey`
+ * (in the lock's slot), first writes `payload` there for `ttlMs`, or deletes it.
  */
 export function writeOutdating(
   client: RedisScriptClient,
@@ -240,9 +249,41 @@ export function writeOutdating(
   payload?: string,
   ttlMs?: number,
 ): Promise<unknown> {
-  const keys = [lockKey, supersededKey(lockKey)];
+  const keys = [claimKey(lockKey)];
   if (entryKey === undefined) return runScript(client, WRITE_OUTDATING, keys, []);
   keys.push(entryKey);
   const args = payload === undefined ? [] : [payload, ttlMs!];
   return runScript(client, WRITE_OUTDATING, keys, args);
+}
+
+// A build under a lock taken by a plain acquire claims it before its factory runs: a write that
+// returned before the claim came before the factory read its source.
+const CLAIM = luaScript(
+  `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl <= 0 then
+  return 0
+end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
+return 1
+`,
+  (redis, [lock, claim], [token]) => {
+    if (redis.get(lock!) !== token) return 0;
+    const ttl = redis.pttl(lock!);
+    if (ttl <= 0) return 0;
+    redis.set(claim!, token!, 'PX', String(ttl));
+    return 1;
+  },
+);
+
+/** Claims `lockKey` for the build of `token`, its holder: 1, or 0 when it does not hold it. */
+export function claimLock(
+  client: RedisScriptClient,
+  lockKey: string,
+  token: string,
+): Promise<unknown> {
+  return runScript(client, CLAIM, [lockKey, claimKey(lockKey)], [token]);
 }

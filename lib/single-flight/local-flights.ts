@@ -35,6 +35,11 @@ export class LocalFlights {
     return promise;
   }
 
+  /** The flight under way goes on for its callers; a later call starts a new one. */
+  detach(redisKey: string): void {
+    this.promises.delete(redisKey);
+  }
+
   stream<T>(redisKey: string): Observable<T> | undefined {
     return this.streams.get(redisKey) as Observable<T> | undefined;
   }

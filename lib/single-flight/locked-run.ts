@@ -22,6 +22,8 @@ export interface FlightHooks {
   readonly lockHeld?: boolean;
   /** The lock, taken already (by the lookup that found no entry): the call is let in with it. */
   readonly claimed?: LockGuard;
+  /** The lock the work is about to run under. */
+  readonly holding?: (guard: LockGuard) => void;
 }
 
 export interface LockedRunParts {
@@ -157,6 +159,7 @@ export class LockedRun {
     const { context, done } = this.contextOf(cacheKey, admission, settings);
     let value: Awaited<T>;
     try {
+      hooks?.holding?.(guard);
       const returned = runInFlight(context, work);
       // A plain value is not awaited: one microtask turn and promise less per call.
       value = isPromiseLike(returned) ? await returned : (returned as Awaited<T>);

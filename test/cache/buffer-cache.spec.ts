@@ -137,9 +137,9 @@ describe('a miss', () => {
     const { cache } = worker();
     const k = key();
     const commands = await commandsDuring(() => cache.getOrSet(k, () => 'v'));
-    // One script reads (a miss) and takes the lock (SET NX); one writes the entry (SET), releases
-    // the lock (DEL) and wakes the waiters (SPUBLISH).
-    expect(commands).toMatchObject({ set: 2, del: 1, spublish: 1 });
+    // One script reads (a miss), takes the lock (SET NX) and claims it (SET); one writes the entry
+    // (SET), releases the lock and its claim (DEL, DEL) and wakes the waiters (SPUBLISH).
+    expect(commands).toMatchObject({ set: 3, del: 2, spublish: 1 });
     expect(commands.evalsha).toBe(2);
   });
 
@@ -342,7 +342,7 @@ describe("the lock's Redis stopped", () => {
   it("onRedisError: 'throw': a fresh hit is still served from the store, with no lock", async () => {
     const { cache } = await deadLockCache({ onRedisError: 'throw' });
     const k = key();
-    await cache.set(k, 'preset');
+    await expect(cache.set(k, 'preset')).rejects.toMatchObject({ code: 'cache_write_failed' });
     expect(await cache.getOrSet(k, () => 'not called')).toBe('preset');
   });
 
@@ -367,11 +367,15 @@ describe("the lock's Redis stopped", () => {
     expect(logger.at('error').length).toBeGreaterThanOrEqual(1);
   });
 
-  it('a set() while the lock is down still writes a store of its own, which serves it', async () => {
+  it('a set() while the lock is down still writes a store of its own, which serves it, and rejects: a build in flight was not outdated', async () => {
     const { cache } = await deadLockCache();
     const k = key();
-    await cache.set(k, 'preset');
+    const error = await cache.set(k, 'preset').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockError);
+    expect((error as LockError).code).toBe('cache_write_failed');
     expect(await cache.getOrSet(k, () => 'not called')).toBe('preset');
+    await expect(cache.delete(k)).rejects.toMatchObject({ code: 'cache_write_failed' });
+    expect(await cache.getOrSet(k, () => 'built')).toBe('built');
   });
 });
 

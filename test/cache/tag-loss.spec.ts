@@ -82,7 +82,15 @@ async function staleOf(cache: BufferCache, keys: readonly string[], t: string): 
 
 describe('tags: a lost tag version costs a rebuild, never a stale answer', () => {
   it('a tag key evicted under maxmemory (allkeys-lru) after deleteByTag: none of 60 entries is served old', async () => {
-    const tight = await startRedis(['--maxmemory', '2mb', '--maxmemory-policy', 'allkeys-lru']);
+    // Ten samples per eviction (five by default) make Redis's approximate LRU evict the tag key first.
+    const tight = await startRedis([
+      '--maxmemory',
+      '2mb',
+      '--maxmemory-policy',
+      'allkeys-lru',
+      '--maxmemory-samples',
+      '10',
+    ]);
     const admin = tight.client();
     try {
       const t = tag();

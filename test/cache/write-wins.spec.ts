@@ -2,7 +2,12 @@ import KeyvRedis from '@keyv/redis';
 import type { Redis } from 'ioredis';
 import Keyv from 'keyv';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { BufferCache, RedisLockService } from '../../lib/index.js';
+import {
+  BufferCache,
+  connectFailFast,
+  RedisLockService,
+  type BufferCacheStore,
+} from '../../lib/index.js';
 import { MemoryLogger, deferred, until } from '../support/nest-helpers.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
@@ -83,6 +88,24 @@ for (const where of ['the built-in store', 'a Keyv store'] as const) {
       expect(await a.get(k)).toBeUndefined();
       expect(await b.getOrSet(k, () => source.row.version)).toBe(2);
       expect(await a.getOrSet(k, () => -1)).toBe(2);
+    });
+
+    it('delete() while a build is in flight, then every key but the lock evicted: the build still stores nothing', async () => {
+      const shared = store();
+      const [a, b] = [worker(shared), worker(shared)];
+      const k = key();
+      const source = slowSource();
+      const building = a.getOrSet(k, source.factory);
+      await source.read;
+      await until(lockHeld);
+      source.row.version = 2;
+      await b.delete(k);
+      // What Redis keeps for the lock's holder goes, as under maxmemory with allkeys-lru.
+      for (const other of await admin.keys('*}*')) await admin.del(other);
+      source.finish();
+      expect(await building).toBe(1);
+      expect(await b.get(k)).toBeUndefined();
+      expect(await b.getOrSet(k, () => source.row.version)).toBe(2);
     });
 
     it('set() while a build is in flight: the value set stays, the build does not overwrite it', async () => {
@@ -214,5 +237,81 @@ describe('a failed refresh backs off refreshes only', () => {
     expect(await b.getOrSet(k, () => ++refreshes, options)).toBe('v1');
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(refreshes).toBe(0);
+  });
+});
+
+/** A worker whose lock is on a Redis of its own, stopped by `stop`, with entries in `store`. */
+async function fragileWorker(store: BufferCacheStore): Promise<{
+  cache: BufferCache;
+  stop: () => Promise<void>;
+}> {
+  const own = await startRedis();
+  const lock = new RedisLockService({
+    redis: () => connectFailFast(own.url),
+    namespace: 'test:wins:fragile:',
+  });
+  const logger = new MemoryLogger();
+  const cache = new BufferCache({ lock, store, options: { logger, circuitBreaker: false } });
+  opened.push(() => own.stop());
+  return { cache, stop: () => own.stop() };
+}
+
+function mapStore(): { store: BufferCacheStore; memory: Map<string, string> } {
+  const memory = new Map<string, string>();
+  const store: BufferCacheStore = {
+    get: (k) => memory.get(k),
+    set: (k, v) => void memory.set(k, v),
+    delete: (k) => void memory.delete(k),
+  };
+  return { store, memory };
+}
+
+describe("a build whose lock's Redis fails before its release", () => {
+  it('on a store of its own, what it wrote is deleted again: no release vouched for it', async () => {
+    const { store, memory } = mapStore();
+    const { cache, stop } = await fragileWorker(store);
+    const k = key();
+    const source = slowSource();
+    const building = cache.getOrSet(k, source.factory);
+    await source.read;
+    await stop();
+    source.finish();
+    expect(await building).toBe(1);
+    expect([...memory.keys()]).toEqual([]);
+  });
+
+  it('a call of its process that began after the factory did takes a build of its own', async () => {
+    const { store } = mapStore();
+    const { cache, stop } = await fragileWorker(store);
+    const k = key();
+    const source = slowSource();
+    const first = cache.getOrSet(k, source.factory);
+    await source.read;
+    await stop();
+    source.row.version = 2;
+    // Asked after the first factory read the row: the value nothing vouched for may be older.
+    const later = cache.getOrSet(k, () => source.row.version);
+    source.finish();
+    expect(await first).toBe(1);
+    expect(await later).toBe(2);
+  });
+});
+
+describe('a Keyv store whose Redis is down', () => {
+  it('delete() and set() reject with cache_write_failed, where Keyv itself resolves', async () => {
+    const down = await startRedis();
+    const keyv = new Keyv({
+      store: new KeyvRedis({ url: down.url, socket: { reconnectStrategy: false } }),
+      namespace: `down${++n}`,
+    });
+    keyv.on('error', () => undefined);
+    const cache = worker(keyv);
+    const k = key();
+    await cache.set(k, 'kept');
+    await down.stop();
+    // Keyv reports the failure only by its 'error' event.
+    expect(await keyv.delete('anything')).toBe(false);
+    await expect(cache.delete(k)).rejects.toMatchObject({ code: 'cache_write_failed' });
+    await expect(cache.set(k, 'new')).rejects.toMatchObject({ code: 'cache_write_failed' });
   });
 });

@@ -164,16 +164,25 @@ describe('the history checker', () => {
     );
   });
 
-  it('allows a read in another l1 process within deliveryMs only when asked to', () => {
+  it('allows a read in another process within deliveryMs only when asked to, with l1 or not', () => {
     const operations = [invalidation('delete', 10, 20), read(25, 26, built(1, 5))];
     const strict = check(operations, [], 1000);
     expect(strict.violations).toHaveLength(1);
-    const lenient = checkHistory(
-      { operations, faults: [] },
-      { l1MaxAgeMs: { 1: 1000 }, deliveryMs: 10 },
-    );
-    expect(lenient.allowed.map((s) => s.allowed)).toEqual(['announcement-in-flight']);
-    expect(lenient.violations).toEqual([]);
+    for (const l1MaxAgeMs of [{ 1: 1000 }, {}]) {
+      const lenient = checkHistory({ operations, faults: [] }, { l1MaxAgeMs, deliveryMs: 10 });
+      expect(lenient.allowed.map((s) => s.allowed)).toEqual(['in-flight-to-reader']);
+      expect(lenient.violations).toEqual([]);
+      const later = [invalidation('delete', 10, 20), read(31, 32, built(1, 5))];
+      expect(
+        checkHistory({ operations: later, faults: [] }, { l1MaxAgeMs, deliveryMs: 10 }).violations,
+      ).toHaveLength(1);
+    }
+  });
+
+  it('allows nothing within deliveryMs in the process that invalidated', () => {
+    const operations = [invalidation('delete', 10, 20), read(25, 26, built(1, 5), 0)];
+    const result = checkHistory({ operations, faults: [] }, { deliveryMs: 10 });
+    expect(result.violations).toHaveLength(1);
   });
 
   it('allows no l1 copy after an invalidation that no fault overlapped', () => {

@@ -16,9 +16,11 @@
  *   bounds how long a copy is served.
  * - `tag-versions-trusted-under-fault`: the same for a tag bump and the tag versions a process
  *   trusts without reading them again (`l1.maxAge`, else 5 s).
- * - `announcement-in-flight` (only with `deliveryMs` > 0): a read in another process that began
- *   within `deliveryMs` of the invalidation's end, whose announcement the writer had sent but the
- *   reader may not have received yet.
+ * - `in-flight-to-reader` (only with `deliveryMs` > 0): a read in another process that began
+ *   within `deliveryMs` of the invalidation's end: what Redis had sent that process before the
+ *   invalidation (the reply to a read the call shared, a wake-up) or with it (the `l1`
+ *   announcement) may not have been handled there yet. The run gives the worst event-loop delay
+ *   its processes had, plus a round trip.
  * - `outdated-build-on-own-store` (only with `ownStore`): the entries live in a store of the
  *   user's, so a build writes its value there before its release can find it outdated; it then
  *   deletes it, before its own call returns. A read of a build's value that began before the
@@ -95,7 +97,7 @@ export interface CheckerConfig {
   readonly recoveryMs: number;
   /** Error of the shared clock between processes (ms): closer calls count as overlapping. */
   readonly clockSkewMs: number;
-  /** See `announcement-in-flight`; 0 allows none. */
+  /** See `in-flight-to-reader`; 0 allows none. */
   readonly deliveryMs: number;
   /** The entries live in a store of the user's: see `outdated-build-on-own-store`. */
   readonly ownStore: boolean;
@@ -113,7 +115,7 @@ export const DEFAULT_CHECKER_CONFIG: CheckerConfig = {
 export type Exception =
   | 'l1-max-age-under-fault'
   | 'tag-versions-trusted-under-fault'
-  | 'announcement-in-flight'
+  | 'in-flight-to-reader'
   | 'outdated-build-on-own-store';
 
 /** A stale read and the invalidation it missed. */
@@ -243,8 +245,8 @@ function judged(
     allowed = 'l1-max-age-under-fault';
   } else if (other && under.length > 0 && missed.tags && stalenessMs < trustMs) {
     allowed = 'tag-versions-trusted-under-fault';
-  } else if (other && stalenessMs < config.deliveryMs && (maxAge !== undefined || missed.tags)) {
-    allowed = 'announcement-in-flight';
+  } else if (other && stalenessMs < config.deliveryMs) {
+    allowed = 'in-flight-to-reader';
   } else if (
     config.ownStore &&
     buildEnd !== undefined &&

@@ -33,7 +33,9 @@ export type Call =
 
 export type HistoryCommand =
   | ({ readonly id: number; readonly cmd: 'open' } & FleetSetup)
-  | ({ readonly id: number; readonly cmd: 'call' } & Call);
+  | ({ readonly id: number; readonly cmd: 'call' } & Call)
+  /** The worst event-loop delay of the worker since the round opened. */
+  | { readonly id: number; readonly cmd: 'lag' };
 
 /** What a call did, on the shared clock (`performance.timeOrigin + performance.now()`). */
 export interface CallRecord {
@@ -54,6 +56,7 @@ export interface CallRecord {
 export type HistoryReply =
   | { readonly ready: true; readonly pid: number }
   | { readonly id: number; readonly done: true }
+  | { readonly id: number; readonly lagMs: number }
   | ({ readonly id: number } & CallRecord)
   | { readonly id: number; readonly error: string };
 

@@ -88,6 +88,8 @@ export interface RoundResult {
   /** How long the calls took past `durationMs` (the last ones in flight), and the final reads. */
   readonly drainMs: number;
   readonly sweepMs: number;
+  /** The worst event-loop delay of the round's processes (ms): see `in-flight-to-reader`. */
+  readonly lagMs: number;
 }
 
 /** mulberry32: a small seeded generator, so that a seed replays the same choices. */
@@ -106,6 +108,8 @@ const now = (): number => performance.timeOrigin + performance.now();
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 /** A call that has not answered by then is given up (and not recorded). */
 const CALL_TIMEOUT_MS = 20_000;
+/** A round trip to the local Redis and back, beside the readers' event-loop delay (ms). */
+const ROUND_TRIP_MS = 2;
 
 type HistoryWorker = Worker<HistoryCommand, HistoryReply>;
 type Answer = { readonly id: number } & CallRecord;
@@ -219,7 +223,9 @@ export class HistoryFleet {
         sleep(CALL_TIMEOUT_MS).then(() => undefined),
       ]);
       if (!answer?.ok) {
-        const why = answer?.failure?.split('\n')[0]?.slice(0, 80) ?? 'no answer';
+        const why =
+          answer?.failure?.split('\n')[0]?.slice(0, 80) ??
+          `no answer in ${CALL_TIMEOUT_MS} ms: ${JSON.stringify(call)}`;
         failed.set(why, (failed.get(why) ?? 0) + 1);
       }
       if (!answer) return;
@@ -273,7 +279,12 @@ export class HistoryFleet {
     if (setup.l1MaxAge !== undefined) {
       this.workers.forEach((_, w) => (l1MaxAgeMs[w] = setup.l1MaxAge! * 1000));
     }
-    const config = { l1MaxAgeMs, ownStore: setup.store !== 'built-in' };
+    const lags = await Promise.all(
+      this.workers.map((w) => w.ask<{ id: number; lagMs: number }>({ cmd: 'lag' })),
+    );
+    const lagMs = Math.max(...lags.map((l) => l.lagMs));
+    const deliveryMs = lagMs + ROUND_TRIP_MS;
+    const config = { l1MaxAgeMs, ownStore: setup.store !== 'built-in', deliveryMs };
     const history = { operations, faults };
     return {
       setup,
@@ -285,6 +296,7 @@ export class HistoryFleet {
       failed,
       drainMs,
       sweepMs,
+      lagMs,
     };
   }
 

@@ -6,7 +6,7 @@
  */
 /* oxlint-disable typescript/no-extraneous-class -- Nest modules are empty classes with metadata */
 import 'reflect-metadata';
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import KeyvRedis from '@keyv/redis';
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
@@ -191,11 +191,17 @@ async function perform(call: Call, made: Made): Promise<RowValue | null | undefi
   }
 }
 
+// How long this process may leave what it received unhandled: see `in-flight-to-reader`.
+const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+loopDelay.enable();
+
 async function handle(command: HistoryCommand): Promise<void> {
   if (command.cmd === 'open') {
     await open(command);
+    loopDelay.reset();
     return send({ id: command.id, done: true });
   }
+  if (command.cmd === 'lag') return send({ id: command.id, lagMs: loopDelay.max / 1e6 });
   const start = now();
   const made: Made = {};
   try {

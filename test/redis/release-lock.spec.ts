@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { derivedKey, releaseChannel, resultKey } from '../../lib/redis/keys.js';
-import { releaseLock } from '../../lib/redis/lock-commands.js';
+import { claimLock, releaseLock } from '../../lib/redis/lock-commands.js';
+import type { LockGuard } from '../../lib/lock/lock-results.js';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { commandStats } from '../support/command-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -220,28 +221,42 @@ describe('release with a write: stored or deleted in the same step, before the w
     expect(sub.messages).toEqual([guard!.token]);
   });
 
-  it('costs one EVALSHA: GET of the lock and of its superseded mark, SET, DEL and SPUBLISH once each', async () => {
-    const lock = new RedisLockService({ redis: server.client(), namespace: 'rl:wcost:' });
-    const admin = server.client();
-    const [warm] = await lock.acquire('warm');
-    await releaseLock(admin, warm!.key, warm!.token, {
-      key: resultKey(warm!.key),
-      payload: '1',
-      ttlMs: 5000,
-    });
-    const [guard] = await lock.acquire('k');
-    const before = await commandStats(admin);
-    await releaseLock(admin, guard!.key, guard!.token, {
-      key: resultKey(guard!.key),
-      payload: '1',
-      ttlMs: 5000,
-    });
-    const after = await commandStats(admin);
-    const counted = (name: string): number => (after.get(name) ?? 0) - (before.get(name) ?? 0);
-    expect(counted('get')).toBe(2);
-    for (const name of ['evalsha', 'set', 'del', 'spublish']) expect(counted(name), name).toBe(1);
+  it('costs one EVALSHA: GET of the lock, SET, DEL and SPUBLISH once each', async () => {
+    const stats = await releaseCost(false);
+    expect(stats('get')).toBe(1);
+    for (const name of ['evalsha', 'set', 'del', 'spublish']) expect(stats(name), name).toBe(1);
+  });
+
+  it('a claimed write costs one GET and one DEL more, of the claim', async () => {
+    const stats = await releaseCost(true);
+    expect([stats('get'), stats('del')]).toEqual([2, 2]);
+    for (const name of ['evalsha', 'set', 'spublish']) expect(stats(name), name).toBe(1);
   });
 });
+
+/** The commands one release that writes costs, by name (`claimed`: of a claimed lock). */
+async function releaseCost(claimed: boolean): Promise<(name: string) => number> {
+  const lock = new RedisLockService({ redis: server.client(), namespace: `rl:wcost${+claimed}:` });
+  const admin = server.client();
+  const take = async (name: string): Promise<LockGuard> => {
+    const [guard] = await lock.acquire(name);
+    if (claimed) await claimLock(admin, guard!.key, guard!.token);
+    return guard!;
+  };
+  const write = (guard: LockGuard) => ({
+    key: resultKey(guard.key),
+    payload: '1',
+    ttlMs: 5000,
+    claimed,
+  });
+  const warm = await take('warm');
+  await releaseLock(admin, warm.key, warm.token, write(warm));
+  const guard = await take('k');
+  const before = await commandStats(admin);
+  await releaseLock(admin, guard.key, guard.token, write(guard));
+  const after = await commandStats(admin);
+  return (name) => (after.get(name) ?? 0) - (before.get(name) ?? 0);
+}
 
 describe('release on a Redis without SPUBLISH', () => {
   let old: RedisServer;
