@@ -27,6 +27,7 @@ import { EntryBuilder, refreshesEarly, type Built } from './entry-builder.js';
 import { EntryStore, type CacheEntry, type Found } from './entry-store.js';
 import { failSafeLookup, type Asked, type Missed } from './fail-safe.js';
 import { SharedLookups, type CacheLookup } from './shared-lookups.js';
+import { moment } from './moment.js';
 import { timedOf } from './timed.js';
 
 export type { CacheLookup } from './shared-lookups.js';
@@ -191,16 +192,16 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
         return Promise.resolve(this.hit(key, undefined, held, factory, settings, Infinity));
       }
       const lockKey = this.lockKeyOf(key);
-      const call = { key, lockKey, factory, settings, asked: nowMs() };
+      const call = { key, lockKey, factory, settings, asked: moment() };
       // A traced call is a lookup of its own, with a trace of its own.
       if (traced) {
         const trace = this.builder.traceOf(key, lockKey);
-        return traceCall(cacheChannel, trace, () => this.lookup({ ...call, trace }, held));
+        return traceCall(cacheChannel, trace, () => this.lookup(call, trace, held));
       }
       const running = this.lookups.under(lockKey, settings);
       // The value is the one of the same key's factory: its type is the caller's.
       if (running) return this.joined(running as Promise<CacheLookup<Awaited<T>>>, call);
-      const outcome = this.lookup({ ...call, trace: this.builder.traceOf(key, lockKey) }, held);
+      const outcome = this.lookup(call, this.builder.traceOf(key, lockKey), held);
       this.lookups.share(lockKey, settings, outcome);
       return outcome;
     } catch (error) {
@@ -219,7 +220,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     return outcome.then((found) => {
       if (found.asOf < call.asked) {
         const trace = this.builder.traceOf(call.key, call.lockKey);
-        return this.lookup({ ...call, trace }, undefined, MAX_RETRIES - 1);
+        return this.lookup(call, trace, undefined, MAX_RETRIES - 1);
       }
       this.emit(found.status, call.key);
       return found;
@@ -227,13 +228,14 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   }
 
   private async lookup<T>(
-    call: Asked<T> & { readonly trace: CacheTrace },
+    call: Asked<T>,
+    trace: CacheTrace,
     held: CacheEntry | undefined,
     retries = MAX_RETRIES,
   ): Promise<CacheLookup<Awaited<T>>> {
-    const { key, lockKey, factory, settings, trace } = call;
+    const { key, lockKey, factory, settings } = call;
     const found: Found = held
-      ? { entry: held, lockHeld: false, readAt: nowMs() }
+      ? { entry: held, lockHeld: false, readAt: moment() }
       : await this.entries.lookup(key, lockKey, settings.lockTtl, settings.l1);
     const { entry } = found;
     const now = this.now();
@@ -253,7 +255,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       return { value: entry.value as Awaited<T>, status: 'stale', asOf: found.readAt };
     }
     trace.role = 'miss';
-    const missed = { ...call, found, retries };
+    const missed = { ...call, trace, found, retries };
     // Past its grace, an entry kept for `staleIfError` is served only if its rebuild fails.
     if (!entry || now >= entry.staleUntil + settings.staleIfError * 1000) return this.miss(missed);
     const parts = { builder: this.builder, entries: this.entries, events: this, now: this.now };
@@ -276,8 +278,8 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
       const { value, asOf } = built!;
       if (asOf >= asked) return { value: value as Awaited<T>, status: 'miss', asOf };
       // This call may have begun after a write that replaced the build's value: it looks again.
-      if (retries > 0) return this.lookup(call, undefined, retries - 1);
-      const madeAsOf = nowMs();
+      if (retries > 0) return this.lookup(call, trace, undefined, retries - 1);
+      const madeAsOf = moment();
       const [made] = timedOf(await factory(), settings);
       const own = this.entries.codec.roundTrip(key, made, settings);
       return { value: own as Awaited<T>, status: 'miss', asOf: madeAsOf };

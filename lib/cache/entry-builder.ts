@@ -9,7 +9,6 @@ import { CROSS_PROCESS, type SingleFlightEngine } from '../single-flight/single-
 import {
   cacheChannel,
   keyHashOf,
-  nowMs,
   traced,
   type CacheTrace,
   type FlightTrace,
@@ -20,6 +19,7 @@ import { backoffKey } from '../redis/keys.js';
 import { lockPttl } from '../redis/plain-commands.js';
 import type { CacheEntry } from './entry-codec.js';
 import type { CacheParts, EntryStore, Released } from './entry-store.js';
+import { moment } from './moment.js';
 import { timedOf } from './timed.js';
 import type { TagStamp } from './tag-versions.js';
 
@@ -29,7 +29,7 @@ export interface Built {
   readonly built: boolean;
   /**
    * Which of the calls that joined the build may take its value: those that began by this time
-   * (`nowMs()`); the others look up again, as they may have begun after a write that replaced it.
+   * (`moment()`); the others look up again, as they may have begun after a write that replaced it.
    * When Redis vouched for the value: as its read was sent (or its wake-up heard), or as the release
    * that stored it, finding no later write, was sent. When nothing could (built without the lock,
    * or its release failed): as its factory began. `-Infinity` when a write or a tag delete came
@@ -116,7 +116,7 @@ export class EntryBuilder {
     // Read again under the lock: another worker may have just written the entry. After a wake-up,
     // the entry it carried.
     const fresh = async (carried?: string): Promise<{ value: Built } | undefined> => {
-      const asOf = nowMs();
+      const asOf = moment();
       const entry = await entries.read(key, lockKey, carried);
       return entry && now() < entry.freshUntil && entry.freshUntil > (seen ?? 0)
         ? { value: { value: entry.value, built: false, asOf } }
@@ -132,7 +132,7 @@ export class EntryBuilder {
       // Read before the value is made: a tag deleted while it is made makes it a miss.
       stamps = await entries.stamps(settings.tags);
       const started = now();
-      factoryStart = nowMs();
+      factoryStart = moment();
       const [value, own] = timedOf(await bounded(factory()), settings);
       stored = own;
       const text = entries.codec.encode(key, value, own, now() - started, stamps);
@@ -171,7 +171,7 @@ export class EntryBuilder {
     const hooks = {
       peek,
       release: async (guard: LockGuard): Promise<LockError | undefined> => {
-        releasing = nowMs();
+        releasing = moment();
         released = await entries.writeAndRelease(guard, key, payload, stored);
         return released.error;
       },

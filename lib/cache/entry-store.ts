@@ -7,7 +7,8 @@ import { slotKey } from '../redis/keys.js';
 import { carriedPayload, claimLock, writeOutdating } from '../redis/lock-commands.js';
 import { JSON_RESULT_SERIALIZER } from '../serialization/result-serializer.js';
 import type { RedisScriptClient } from '../types/clients.js';
-import { lockChannel, nowMs } from '../telemetry/channels.js';
+import { lockChannel } from '../telemetry/channels.js';
+import { moment } from './moment.js';
 import type { CacheParts } from './cache-parts.js';
 import { ownStore, RedisCacheStore, type BufferCacheStore } from './cache-store.js';
 import { EntryCodec, ttlMsOf, type CacheEntry } from './entry-codec.js';
@@ -26,7 +27,7 @@ export type { CacheParts } from './cache-parts.js';
 export interface Found {
   readonly entry: CacheEntry | undefined;
   readonly lockHeld: boolean;
-  /** When the store's answer came (`nowMs()`): a call that began later does not take it. */
+  /** When the store's answer came (`moment()`): a call that began later does not take it. */
   readonly readAt: number;
   readonly claim?: () => LockGuard | undefined;
 }
@@ -48,7 +49,6 @@ export interface Released {
 export class EntryStore {
   private readonly store: BufferCacheStore;
   private readonly builtIn: boolean;
-  /** Entries as the store's text. */
   readonly codec: EntryCodec;
   private readonly reading = new Map<string, Promise<Found>>();
   private readonly bus: InvalidationBus;
@@ -116,7 +116,7 @@ export class EntryStore {
     const tier = keep ? this.tier : undefined;
     const mark = tier ? this.bus.mark() : undefined;
     const answer = !this.builtIn
-      ? this.stored(key, lockKey).then((entry) => ({ entry, lockHeld: false, readAt: nowMs() }))
+      ? this.stored(key, lockKey).then((entry) => ({ entry, lockHeld: false, readAt: moment() }))
       : lockTtl === undefined || lockChannel.hasSubscribers
         ? this.lookupWithLock(storeKey, lockKey)
         : this.lookupTaking(storeKey, lockKey, lockTtl);
@@ -174,14 +174,14 @@ export class EntryStore {
     const store = this.store as RedisCacheStore;
     const answer = await this.guarded(() => store.lookup(storeKey, lockKey));
     // PTTL: -2 when the lock is free, -1 (no expiry) or more when it is held.
-    const readAt = nowMs();
+    const readAt = moment();
     if (typeof answer === 'number') return { entry: undefined, lockHeld: answer >= -1, readAt };
     return { entry: this.codec.stored(answer), lockHeld: false, readAt };
   }
 
   private async lookupTaking(storeKey: string, lockKey: string, lockTtl: number): Promise<Found> {
     const answer = await this.parts.lock[ACQUIRE_UNLESS_FOUND](lockKey, storeKey, lockTtl);
-    const readAt = nowMs();
+    const readAt = moment();
     if ('found' in answer) {
       return { entry: this.codec.stored(answer.found), lockHeld: false, readAt };
     }

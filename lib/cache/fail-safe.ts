@@ -6,7 +6,7 @@ import type { EntryBuilder } from './entry-builder.js';
 import type { CacheEntry, EntryStore, Found } from './entry-store.js';
 import type { CacheLookup } from './shared-lookups.js';
 
-/** A call for a key's value, and when it began (`nowMs()`): what it may take (`Built.asOf`). */
+/** A call for a key's value, and when it began (`moment()`): what it may take (`Built.asOf`). */
 export interface Asked<T> {
   readonly key: string;
   readonly lockKey: string;
