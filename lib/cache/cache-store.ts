@@ -41,7 +41,7 @@ export function ownStore(
   });
 }
 
-/** A cache-manager `Cache` (it has `del`, and TTLs in ms) is adapted; Keyv is used as it is. */
+/** A cache-manager `Cache` (it has `del`, and TTLs in ms) is adapted; a Keyv (it has `on`) is heard. */
 function cacheStoreOf(cache: object): BufferCacheStore {
   if (hasMethods('get', 'set', 'delete', 'on')(cache)) return failingLoudly(cache as Reporting);
   if (!hasMethods('get', 'set', 'del')(cache) || hasMethods('delete')(cache)) {
