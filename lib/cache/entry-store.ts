@@ -3,7 +3,7 @@ import { claimOnce, type LockGuard } from '../lock/lock-results.js';
 import { ACQUIRE_UNLESS_FOUND, RELEASE_WRITING } from '../lock/redis-lock.service.js';
 import { errorText } from '../messages/error-text.js';
 import type { CacheSettings } from '../options/cache.options.js';
-import { slotKey } from '../redis/keys.js';
+import { entryAndClaim, slotKey } from '../redis/keys.js';
 import { carriedPayload, claimLock, writeOutdating } from '../redis/lock-commands.js';
 import { JSON_RESULT_SERIALIZER } from '../serialization/result-serializer.js';
 import type { RedisScriptClient } from '../types/clients.js';
@@ -18,7 +18,6 @@ import { LocalTier } from './local-tier.js';
 import { TagVersions, type TagStamp } from './tag-versions.js';
 
 export type { CacheEntry } from './entry-codec.js';
-export type { CacheParts } from './cache-parts.js';
 
 /**
  * A lookup's entry; on a miss in the built-in store, whether the key's lock was held then, or the
@@ -180,7 +179,8 @@ export class EntryStore {
   }
 
   private async lookupTaking(storeKey: string, lockKey: string, lockTtl: number): Promise<Found> {
-    const answer = await this.parts.lock[ACQUIRE_UNLESS_FOUND](lockKey, storeKey, lockTtl);
+    const found = entryAndClaim(storeKey, this.parts.options.cachePrefix);
+    const answer = await this.parts.lock[ACQUIRE_UNLESS_FOUND](lockKey, found, lockTtl);
     const readAt = moment();
     if ('found' in answer) {
       return { entry: this.codec.stored(answer.found), lockHeld: false, readAt };

@@ -5,16 +5,19 @@ import { isFence } from './lock-keys.js';
 import type { AcquireResult, ExtendResult, LockGuard } from './lock-results.js';
 import type { FoundInstead, WriteResult } from './lock-symbols.js';
 
-/** What an acquire script's `answer` means for `guard`; only the replies Redis gives count. */
+/**
+ * What an acquire script's `answer` means for `guard` (`looked`: it looked for an entry first);
+ * only the replies Redis gives count.
+ */
 export function acquireReply(
   answer: unknown,
   guard: LockGuard,
   fencing: boolean,
-  foundKey: string | undefined,
+  looked: boolean,
   error: (id: MessageId) => LockError,
 ): AcquireResult | FoundInstead {
   if (answer === undefined || answer === null) return [undefined, error('redis_no_result')];
-  if (foundKey !== undefined && typeof answer === 'string') return { found: answer };
+  if (looked && typeof answer === 'string') return { found: answer };
   // A Symbol, `true`, `'1'` or `[1]` is no lock.
   if (answer === 0) return [undefined, undefined];
   if (fencing) {

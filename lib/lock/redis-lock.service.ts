@@ -15,7 +15,7 @@ import { type LockClient, type RedisClientFactory } from '../redis/client.js';
 import { type RedisScriptClient } from '../types/clients.js';
 import { parseSeconds, TIMER_SECONDS, toMilliseconds } from '../options/seconds.js';
 import { isResolved } from '../options/validate-options.js';
-import { acquireLock, extendLock, releaseLock } from '../redis/lock-commands.js';
+import { acquireLock, extendLock, releaseLock, type UnlessFound } from '../redis/lock-commands.js';
 import { slotKey } from '../redis/keys.js';
 import { ownGuard } from './guards.js';
 import { lockFailure, NoClient } from './lock-failures.js';
@@ -129,27 +129,27 @@ export class RedisLockService {
 
   /**
    * @internal
-   * As the acquire, unless `foundKey` (in the lock's slot) holds a text: then that, and no lock.
+   * As the acquire, unless `found.key` (in the lock's slot) holds a text: then that, and no lock.
    * Not traced: most of these are cache hits, no acquire (the cache uses it while nobody traces).
    */
   [ACQUIRE_UNLESS_FOUND](
     redisKey: string,
-    foundKey: string,
+    found: UnlessFound,
     ttl: number,
   ): Promise<AcquireResult | FoundInstead> {
-    return this.take(redisKey, ttl, foundKey);
+    return this.take(redisKey, ttl, found);
   }
 
   private take(redisKey: string, ttl: number): Promise<AcquireResult>;
   private take(
     redisKey: string,
     ttl: number,
-    foundKey: string,
+    found: UnlessFound,
   ): Promise<AcquireResult | FoundInstead>;
   private async take(
     redisKey: string,
     ttl: number,
-    foundKey?: string,
+    found?: UnlessFound,
   ): Promise<AcquireResult | FoundInstead> {
     // The service's own ttl was checked when it was made: no parsing per call.
     const seconds = ttl === this.options.ttl ? ttl : parseSeconds(ttl, TIMER_SECONDS);
@@ -174,7 +174,7 @@ export class RedisLockService {
       const wentOut = unsent.connected;
       try {
         const { fencing } = this.options;
-        answer = await acquireLock(client, guard.key, guard.token, ttlMs, fencing, foundKey);
+        answer = await acquireLock(client, guard.key, guard.token, ttlMs, fencing, found);
       } catch (error) {
         // A timed-out script may still run later: a release of this call's own token, sent behind
         // it (or before the next acquire, once the connection is back), lets go of such a lock.
@@ -194,7 +194,8 @@ export class RedisLockService {
     } finally {
       held.done();
     }
-    return acquireReply(answer, guard, this.options.fencing, foundKey, (id) => this.error(id));
+    const looked = found !== undefined;
+    return acquireReply(answer, guard, this.options.fencing, looked, (id) => this.error(id));
   }
 
   /**

@@ -96,5 +96,14 @@ export const fenceKey = (lockKey: string): string => derivedKey(lockKey, 'fence'
  */
 export const claimKey = (lockKey: string): string => derivedKey(lockKey, 'claim');
 
+/**
+ * An entry's `key` (a lock's `slotKey` with `prefix`) and that lock's `claimKey`, made from the
+ * entry's key with no parsing: a cache hit's lookup sends both.
+ */
+export const entryAndClaim = (key: string, prefix: string): { key: string; claim: string } => ({
+  key,
+  claim: `${key.slice(prefix.length)}:claim`,
+});
+
 /** Present while a failed refresh's back-off lasts: no worker refreshes the key before. */
 export const backoffKey = (lockKey: string): string => derivedKey(lockKey, 'backoff');

@@ -2,45 +2,51 @@ import type { RedisScriptClient } from '../types/clients.js';
 import { claimKey, fenceKey } from './keys.js';
 import { luaScript, runScript } from './lua-script.js';
 
-// SET NX answers nil when the key exists; Lua sees that as false. ARGV[3], when given, is how long
-// the fence counter (KEYS[2]) outlives the acquire; the key after those, when given, holds an entry
-// whose presence answers instead of the acquire, and the one after it is the holder's claim, set
-// with the lock. Each fencing number is the counter + 1, or the
-// server's TIME in µs when that is larger. A counter that expired starts again at TIME, above all it
-// gave: its last number was the TIME of its last acquire plus the acquires that outran the clock
-// (Redis runs far fewer than one script a µs), and FENCE_IDLE_MS (10^6 µs) or more has passed since.
+// SET NX answers nil when the key exists; Lua sees that as false. ARGV[1] is the lock's ttl in ms
+// and its token, as one argument (`<ms> <token>`): a cache hit, which needs neither, sends one
+// argument less. ARGV[2], when given, is how long the fence counter (KEYS[2]) outlives the
+// acquire; the key after those, when given, holds an entry whose presence answers instead of the
+// acquire, and the one after it is the holder's claim, set with the lock. Each fencing number is
+// the counter + 1, or the server's TIME in µs when that is larger. A counter that expired starts
+// again at TIME, above all it gave: its last number was the TIME of its last acquire plus the
+// acquires that outran the clock (Redis runs far fewer than one script a µs), and FENCE_IDLE_MS
+// (10^6 µs) or more has passed since.
 const ACQUIRE = luaScript(
   `
-local found = KEYS[ARGV[3] and 3 or 2]
+local found = KEYS[ARGV[2] and 3 or 2]
 if found then
   local entry = redis.call('GET', found)
   if entry then
     return entry
   end
 end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local space = string.find(ARGV[1], ' ', 1, true)
+local ms, token = string.sub(ARGV[1], 1, space - 1), string.sub(ARGV[1], space + 1)
+if not redis.call('SET', KEYS[1], token, 'NX', 'PX', ms) then
   return 0
 end
-local claim = KEYS[ARGV[3] and 4 or 3]
+local claim = KEYS[ARGV[2] and 4 or 3]
 if claim then
-  redis.call('SET', claim, ARGV[1], 'PX', ARGV[2])
+  redis.call('SET', claim, token, 'PX', ms)
 end
-if not ARGV[3] then
+if not ARGV[2] then
   return 1
 end
 local now = redis.call('TIME')
 local fence = math.max(redis.call('INCR', KEYS[2]), now[1] * 1000000 + now[2])
-redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[3])
+redis.call('SET', KEYS[2], string.format('%.0f', fence), 'PX', ARGV[2])
 return fence
 `,
-  (redis, keys, [token, ms, idleMs]) => {
+  (redis, keys, [lease, idleMs]) => {
     const [lock, fence] = keys;
     const found = keys[idleMs === undefined ? 1 : 2];
     const entry = found === undefined ? null : redis.get(found);
     if (entry !== null) return entry;
-    if (redis.set(lock!, token!, 'NX', 'PX', ms!) === null) return 0;
+    const space = lease!.indexOf(' ');
+    const [ms, token] = [lease!.slice(0, space), lease!.slice(space + 1)];
+    if (redis.set(lock!, token, 'NX', 'PX', ms) === null) return 0;
     const claim = keys[idleMs === undefined ? 2 : 3];
-    if (claim !== undefined) redis.set(claim, token!, 'PX', ms!);
+    if (claim !== undefined) redis.set(claim, token, 'PX', ms);
     if (idleMs === undefined) return 1;
     const [seconds, micros] = redis.time();
     const next = Math.max(redis.incr(fence!), Number(seconds) * 1e6 + Number(micros));
@@ -55,13 +61,19 @@ const UNEXPECTED_SET_REPLY = Symbol('unexpected SET reply');
 const fromSetReply = (reply: unknown): unknown =>
   reply === 'OK' ? 1 : reply === null ? 0 : reply === undefined ? undefined : UNEXPECTED_SET_REPLY;
 
+/** An entry's key, and the lock's `claimKey`, both in the lock's slot. */
+export interface UnlessFound {
+  readonly key: string;
+  readonly claim: string;
+}
+
 // How long a fence counter outlives the last acquire of its key, past the lock's own ttl.
 const FENCE_IDLE_MS = 1000;
 
 /**
  * Resolves 1 when taken (with `fenced`, the new fencing number instead), 0 when held; any other
- * answer is the client's. With `unlessFound`, the text at that key instead, when there is one (no
- * lock is taken then): it must be in the lock's slot; a lock taken then is claimed (`claimKey`)
+ * answer is the client's. With `unlessFound`, the text at its `key` instead, when there is one (no
+ * lock is taken then): it must be in the lock's slot; a lock taken then is claimed (its `claim`)
  * with it, as a cache build's lock is. A fence counter expires once its key has not
  * been acquired for `ttlMs` + 1 s.
  */
@@ -71,7 +83,7 @@ export function acquireLock(
   token: string,
   ttlMs: number,
   fenced = false,
-  unlessFound?: string,
+  unlessFound?: UnlessFound,
 ): Promise<unknown> {
   // The plain SET is the same atomic command, without a Lua call on the server.
   if (!fenced && unlessFound === undefined && typeof client.set === 'function') {
@@ -79,8 +91,9 @@ export function acquireLock(
     return Promise.resolve(client.set(key, token, 'PX', ttlMs, 'NX')).then(fromSetReply);
   }
   const keys = fenced ? [key, fenceKey(key)] : [key];
-  if (unlessFound !== undefined) keys.push(unlessFound, claimKey(key));
-  const args = fenced ? [token, ttlMs, ttlMs + FENCE_IDLE_MS] : [token, ttlMs];
+  if (unlessFound !== undefined) keys.push(unlessFound.key, unlessFound.claim);
+  const lease = `${ttlMs} ${token}`;
+  const args = fenced ? [lease, ttlMs + FENCE_IDLE_MS] : [lease];
   return runScript(client, ACQUIRE, keys, args);
 }
 

@@ -19,6 +19,7 @@ let admin: Redis;
 withRedisServer((s, a) => ((server = s), (admin = a)));
 
 /** The PX milliseconds the service sent with its last script call (the last ARGV). */
+/** The last call's last argument: an acquire's is its ttl in ms and its token (`<ms> <token>`). */
 const lastArgv = (client: ReturnType<typeof recordingClient>): unknown =>
   client.calls.at(-1)!.args.at(-1);
 
@@ -151,7 +152,7 @@ describe('ttl and extend on an ioredis client', () => {
     const client = recordingClient(server.client());
     const lock = new RedisLockService({ redis: client, namespace: NS, ttl: ttl as number });
     const [guard] = await lock.acquire(`sent-${String(ttl)}`);
-    expect(lastArgv(client)).toBe(ms);
+    expect(lastArgv(client)).toBe(`${ms} ${guard!.token}`);
     expect(await admin.pttl(guard!.key)).toBeLessThanOrEqual(ms);
     await lock.release(guard!);
   });

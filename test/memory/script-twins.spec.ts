@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RedisScriptClient } from '../../lib/index.js';
 import { MemoryClient, type MemorySubscriber } from '../../lib/memory/memory-client.js';
 import { acquireLock, extendLock, releaseLock } from '../../lib/redis/lock-commands.js';
-import { fenceKey, resultKey } from '../../lib/redis/keys.js';
+import { claimKey, fenceKey, resultKey } from '../../lib/redis/keys.js';
 import { deleteKey, getValue, lockPttl, ping, setValue } from '../../lib/redis/plain-commands.js';
 import { fuzzParameters } from '../fuzz/fuzz.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -141,7 +141,8 @@ function perform(client: RedisScriptClient, step: Call): Promise<unknown> {
     case 'acquire-fenced-unless': {
       const lock = LOCKS[step.lock]!;
       const fenced = step.op === 'acquire-fenced-unless';
-      return acquireLock(client, lock, TOKENS[step.token]!, millis, fenced, resultKey(lock));
+      const found = { key: resultKey(lock), claim: claimKey(lock) };
+      return acquireLock(client, lock, TOKENS[step.token]!, millis, fenced, found);
     }
     case 'release': {
       const lock = LOCKS[step.lock]!;

@@ -1,12 +1,15 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  claimKey,
   derivedKey,
+  entryAndClaim,
   fenceKey,
   hashTag,
   keySlot,
   releaseChannel,
   resultKey,
+  slotKey,
 } from '../../lib/redis/keys.js';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
@@ -93,6 +96,18 @@ describe('Redis keys: every derived key and channel is in the lock key’s slot'
         expect(await slotOf(derivedKey(key, role))).toBe(await slotOf(key));
       }),
       { numRuns: 300 },
+    );
+  });
+});
+
+describe("Redis keys: a cache entry's key names its lock's claim", () => {
+  it('the claim made from an entry key is the claimKey of its lock, for any lock key and prefix', () => {
+    fc.assert(
+      fc.property(lockKeys, fc.string(), (key, prefix) => {
+        const entry = slotKey(key, prefix);
+        expect(entryAndClaim(entry, prefix)).toEqual({ key: entry, claim: claimKey(key) });
+      }),
+      { numRuns: 2000 },
     );
   });
 });
