@@ -18,7 +18,7 @@ import { beforeOf, replay, storedOf, type Head, type StoredResponse } from './ht
 import { headerReader, type HeaderReader } from './http-response.js';
 import { answers, variantOf } from './http-vary.js';
 import { notModified } from './http-conditional.js';
-import { hostOf, optionsOf, over, type RequestHeaders } from './http-request.js';
+import { cachedMethod, hostOf, optionsOf, over, type RequestHeaders } from './http-request.js';
 import { invalidating, UNSAFE_METHODS, urlEntry, urlKey, variedOf } from './http-invalidation.js';
 import { Streamed, valueOrStream } from './http-stream.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
@@ -59,7 +59,7 @@ const isObject = (value: unknown): value is object =>
  * A drop-in for `@nestjs/cache-manager`'s `CacheInterceptor` (same routes, `@CacheKey()`,
  * `@CacheTTL()` in ms) whose missing entry is built once across the fleet; `X-Cache` says `HIT`,
  * `MISS` or `STALE`. URL keys are the method, `Host` and URL (and the module's `http.vary`
- * headers), apart from every other key. A request with `Cookie` just runs, one with
+ * headers), apart from every other key; a HEAD takes its GET's entry. A request with `Cookie` just runs, one with
  * `Authorization` takes and stores only responses marked `public`, `s-maxage` or
  * `must-revalidate`, unless `http.shareAuthorized`. Only what a shared cache may store is shared (a status cacheable
  * by default, no `Set-Cookie`, no `Cache-Control` `no-store`/`private`/`no-cache`, no `Vary: *`),
@@ -282,7 +282,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
     const varied = variedOf(headers, this.httpSettings().vary);
     const url: unknown = httpAdapter.getRequestUrl(request);
     const host = hostOf(headers.host, request);
-    return urlKey(httpAdapter.getRequestMethod(request), host, url, varied);
+    return urlKey(cachedMethod(httpAdapter.getRequestMethod(request)), host, url, varied);
   }
 
   private customKey(
@@ -316,7 +316,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
 
   protected isRequestCacheable(context: ExecutionContext): boolean {
     const request = context.switchToHttp().getRequest<{ method?: string } | undefined>();
-    return this.allowedMethods.includes(request?.method as string);
+    return this.allowedMethods.includes(cachedMethod(request?.method) as string);
   }
 
   protected setHeadersWhenHttp(context: ExecutionContext, status: 'hit' | 'miss' | 'stale'): void {

@@ -20,6 +20,9 @@ export function hostOf(host: string | string[] | undefined, request: unknown): u
   return port && local !== undefined && Number(port[2]) === local ? port[1] : host;
 }
 
+/** The method a request is cached as: a HEAD is answered from its GET's entry, as Varnish does. */
+export const cachedMethod = (method: unknown): unknown => (method === 'HEAD' ? 'GET' : method);
+
 /** `@CacheTTL()` (ms) as cache options; what is no number is handed on to be refused. */
 export function optionsOf(ttl: unknown): BufferCacheOptions | undefined | 'uncached' {
   if (ttl === null || ttl === undefined) return undefined;

@@ -31,6 +31,7 @@ import {
   HIT_ROUTES,
   L1_MAX_AGE,
   L1_ROUTE,
+  ONE_URL_ROUTE,
   L1_STRATEGY,
   type CacheMode,
   type CacheRound,
@@ -87,7 +88,13 @@ async function hitLoad(
     connections,
     duration: seconds,
     requests: [
-      { method: 'GET', setupRequest: (request) => ({ ...request, path: `/${route}/${nextId++}` }) },
+      {
+        method: 'GET',
+        setupRequest: (request) => ({
+          ...request,
+          path: route === ONE_URL_ROUTE ? `/${route}/1` : `/${route}/${nextId++}`,
+        }),
+      },
     ],
   });
   const cpu = processCpuSeconds(serverPid) - cpu0;
@@ -224,7 +231,11 @@ async function hitPath(context: BenchContext): Promise<void> {
         `\`@SingleFlight((id) => 'item:' + id)\`, each request a new id: a lock and a release per ` +
         `request, as today's pattern pays. **CacheInterceptor**: \`@nestjs/cache-manager\` 12 with ` +
         `\`@CacheKey\` on one key, cache-manager 7 over a Keyv **Redis** store (\`@keyv/redis\`, ` +
-        `its own node-redis client) on the same Redis. **@Cached, module l1**: a second Nest ` +
+        `its own node-redis client) on the same Redis. **BufferCacheInterceptor (URL key)**: ` +
+        `this library's interceptor with \`@CacheTTL\` and no \`@CacheKey\`, every request to one ` +
+        `URL: its key from the method, \`Host\` and URL, the stored response's status and ` +
+        `headers replayed, \`Age\` and \`ETag\` set (what header handling costs a hit). ` +
+        `**@Cached, module l1**: a second Nest ` +
         `app in the same process (its own port), whose module is the first one's plus ` +
         `\`l1: { maxAge: ${L1_MAX_AGE} }\`, serving the same entry through ` +
         `\`@Cached('item-l1', { ttl })\`; before each of its rounds it is requested until a ` +

@@ -85,9 +85,13 @@ export const HIT_ROUTES = [
   { route: 'buffer-cache-defaults', label: 'BufferCache.getOrSet(key, f), cacheDefaults' },
   { route: 'single-flight', label: '@SingleFlight around the handler' },
   { route: 'interceptor', label: 'CacheInterceptor (Keyv Redis store)' },
+  { route: 'buffer-interceptor', label: 'BufferCacheInterceptor (URL key)' },
   { route: 'cached-l1', label: '@Cached, module l1: { maxAge: 5 }' },
   { route: 'constant', label: 'no cache: a constant answer (what Nest and HTTP cost)' },
 ] as const;
+
+/** The route asked for at one URL (`/buffer-interceptor/1`): its entry is keyed by the URL. */
+export const ONE_URL_ROUTE = 'buffer-interceptor';
 
 /** The route served by the server's second app, whose module has `l1`. */
 export const L1_ROUTE = 'cached-l1';

@@ -4,16 +4,22 @@
 // per-call ttl; `/buffer-cache-defaults/:id` with none, the module's cacheDefaults);
 // `/single-flight/:id` is the hand-written route under @SingleFlight on a per-request key (a lock
 // and a release per request); `/interceptor/:id` is @nestjs/cache-manager's CacheInterceptor on a
-// Keyv Redis store. A second app in the same process, whose module is the same but with `l1`,
-// serves `/cached-l1/:id` with @Cached: a hit there is a copy held in the process. Sends both
-// ports over IPC once listening.
+// Keyv Redis store; `/buffer-interceptor/1` is BufferCacheInterceptor on its URL key. A second app
+// in the same process, whose module is the same but with `l1`, serves `/cached-l1/:id` with
+// @Cached: a hit there is a copy held in the process. Sends both ports over IPC once listening.
 import 'reflect-metadata';
 import KeyvRedis from '@keyv/redis';
 import { CacheInterceptor, CacheKey, CacheModule, CacheTTL } from '@nestjs/cache-manager';
 import { Controller, Get, Inject, Module, Param, UseInterceptors } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
-import { BufferCache, BufferLockModule, Cached, SingleFlight } from '../../lib/index.js';
+import {
+  BufferCache,
+  BufferCacheInterceptor,
+  BufferLockModule,
+  Cached,
+  SingleFlight,
+} from '../../lib/index.js';
 import { FAIL_FAST_CLIENT_DEFAULTS } from '../../lib/redis/client-defaults.js';
 import { L1_MAX_AGE, type CacheServerMessage } from './cache.protocol.js';
 
@@ -90,6 +96,14 @@ class ItemsController {
   @CacheKey('bench:hit:interceptor')
   @CacheTTL(ENTRY_TTL_S * 1000)
   interceptor(): Item {
+    return build();
+  }
+
+  // Asked for at one URL: a hit is the stored response of its URL key, headers and all.
+  @Get('buffer-interceptor/:id')
+  @UseInterceptors(BufferCacheInterceptor)
+  @CacheTTL(ENTRY_TTL_S * 1000)
+  bufferInterceptor(): Item {
     return build();
   }
 }
