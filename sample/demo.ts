@@ -10,9 +10,9 @@
  * Where it runs:
  * - REDIS_URL set: several workers (node:cluster) share that Redis; if it does not answer, the demo
  *   says so and exits 1. REDIS_URL=memory:// asks for the one-process run below.
- * - REDIS_URL unset: a Redis already answering at redis://127.0.0.1:6379, else a throwaway
- *   redis-server on a free port (when redis-server is on PATH), stopped at the end; the workers
- *   share it.
+ * - REDIS_URL unset: a throwaway redis-server of its own on a free port (when redis-server is on
+ *   PATH), stopped at the end; the workers share it. A Redis nobody named (one on 6379, say) is
+ *   never written to.
  * - No Redis at all: one process, one Nest app on the library's in-memory backend (memory://),
  *   which coordinates this process only; the same rounds, against that app.
  */
@@ -22,12 +22,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../test/support/redis-server.js';
-
-/**
- * Where to look for a Redis when REDIS_URL is unset. DEMO_DEFAULT_REDIS_URL moves it (the sample's
- * tests point it at a closed port: a developer's machine may well run a Redis on 6379).
- */
-const DEFAULT_URL = process.env.DEMO_DEFAULT_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 /** The report cache: fresh for TTL_S, then served stale for a long grace. */
 const TTL_S = 5;
@@ -93,13 +87,6 @@ async function backend(redactUrl: (url: string) => string): Promise<Backend> {
         'Start it, or unset REDIS_URL to run the one-process demo.',
     );
   }
-  if (await answers(DEFAULT_URL)) {
-    return {
-      mode: 'cluster',
-      url: DEFAULT_URL,
-      note: `${redactUrl(DEFAULT_URL)} (already running)`,
-    };
-  }
   if (redisServerOnPath()) {
     const throwaway = await startRedis();
     return {
@@ -111,9 +98,7 @@ async function backend(redactUrl: (url: string) => string): Promise<Backend> {
   }
   return {
     mode: 'one-process',
-    note:
-      `none (REDIS_URL unset, nothing answers at ${redactUrl(DEFAULT_URL)}, ` +
-      'no redis-server on PATH)',
+    note: 'none (REDIS_URL unset, no redis-server on PATH)',
   };
 }
 

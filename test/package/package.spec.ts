@@ -1,9 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, posix } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as api from '../../lib/index.js';
 import * as terminus from '../../lib/terminus/index.js';
@@ -100,7 +101,7 @@ afterAll(async () => {
 });
 
 describe('the packed tarball', () => {
-  it('holds dist/ (JavaScript and declarations), README.md, LICENSE, CHANGELOG.md and package.json', () => {
+  it('holds dist/ (JavaScript and declarations), README.md, docs/, LICENSE, CHANGELOG.md and package.json', () => {
     const files = packed.files.map((file) => file.path);
     expect(files).toEqual(
       expect.arrayContaining([
@@ -108,6 +109,7 @@ describe('the packed tarball', () => {
         'README.md',
         'LICENSE',
         'CHANGELOG.md',
+        'docs/cache.md',
         'dist/index.js',
         'dist/index.d.ts',
         'dist/opentelemetry/index.js',
@@ -120,11 +122,31 @@ describe('the packed tarball', () => {
     for (const script of scripts) expect(files).toContain(script.replace(/\.js$/, '.d.ts'));
   });
 
+  it('holds docs/: every relative link of README.md and of docs/ resolves to a packed file', () => {
+    const files = packed.files.map((file) => file.path);
+    const pages = files.filter((file) => file === 'README.md' || /^docs\/[\w-]+\.md$/.test(file));
+    expect(pages.length).toBeGreaterThan(10);
+    // The commands of a checkout (`npm run sample`, `npm run bench`) link to what they run there.
+    const checkoutOnly = new Set(['sample/', 'test/bench/RESULTS.md']);
+    const dead: string[] = [];
+    for (const page of pages) {
+      const text = readFileSync(join(root, page), 'utf8');
+      for (const [, target] of text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
+        if (/^[a-z]+:/.test(target!)) continue;
+        const path = posix.normalize(posix.join(posix.dirname(page), target!));
+        if (checkoutOnly.has(path)) continue;
+        if (!files.includes(path)) dead.push(`${page} → ${target!}`);
+      }
+    }
+    expect(dead).toEqual([]);
+  });
+
   it('holds nothing else: no tests, sample, CI script, benchmarks or .build output', () => {
     const files = packed.files.map((file) => file.path);
     const extra = files.filter(
       (file) =>
         !file.startsWith('dist/') &&
+        !/^docs\/[\w-]+\.md$/.test(file) &&
         !['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md'].includes(file),
     );
     expect(extra).toEqual([]);

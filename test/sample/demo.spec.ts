@@ -5,12 +5,12 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../support/redis-server.js';
+import { freePort, startRedis } from '../support/redis-server.js';
 
 /**
- * `npm run demo` on a machine without Redis: the compiled demo (tsc -p sample/tsconfig.json), run
- * with no REDIS_URL, a PATH without redis-server and its default Redis moved to a closed port (the
- * machine running the tests may well have a Redis on 6379).
+ * `npm run demo`, compiled (tsc -p sample/tsconfig.json): on a machine without Redis (no REDIS_URL,
+ * a PATH without redis-server), with a REDIS_URL that nothing answers at, and with no REDIS_URL
+ * beside a Redis it was not told of, which it leaves alone.
  */
 
 const root = new URL('../..', import.meta.url).pathname;
@@ -54,11 +54,7 @@ beforeAll(async () => {
   if (build.status !== 0) throw new Error(`tsc -p sample/tsconfig.json failed:\n${build.stdout}`);
   emptyBin = mkdtempSync(join(tmpdir(), 'demo-path-'));
   const { REDIS_URL: _unset, ...env } = process.env;
-  withoutRedis = {
-    ...env,
-    PATH: emptyBin,
-    DEMO_DEFAULT_REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
-  };
+  withoutRedis = { ...env, PATH: emptyBin };
 }, 120_000);
 
 afterAll(() => {
@@ -112,6 +108,30 @@ describe('npm run demo without Redis and without redis-server', () => {
     expect(text.stdout).toContain('or set REDIS_URL');
     expect(text.stdout).not.toMatch(/tests/i);
   });
+});
+
+describe('npm run demo with REDIS_URL unset and redis-server on PATH', () => {
+  it('runs its workers on a throwaway redis-server of its own, never on a Redis nobody named', async () => {
+    const unnamed = await startRedis();
+    const admin = unnamed.client();
+    try {
+      const { REDIS_URL: _unset, ...env } = process.env;
+      // Where earlier versions looked first when REDIS_URL was unset.
+      const ran = await demo(['--requests', '20', '--build-ms', '200', '--json'], {
+        ...env,
+        DEMO_DEFAULT_REDIS_URL: unnamed.url,
+      });
+      expect([ran.code, ran.stderr]).toEqual([0, '']);
+      const result = JSON.parse(ran.stdout) as { mode: string; redis: string };
+      expect(result.mode).toBe('cluster');
+      expect(result.redis).toMatch(/^redis:\/\/127\.0\.0\.1:\d+ \(throwaway redis-server\)$/);
+      expect(result.redis).not.toContain(unnamed.url);
+      expect(await admin.dbsize()).toBe(0);
+    } finally {
+      admin.disconnect();
+      await unnamed.stop();
+    }
+  }, 60_000);
 });
 
 describe('npm run demo with a REDIS_URL that nothing answers at', () => {
