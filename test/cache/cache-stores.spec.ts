@@ -529,21 +529,25 @@ describe('the package without its optional peers', () => {
         mkdirSync(dirname(target), { recursive: true });
         writeFileSync(target, emit(readFileSync(file, 'utf8'), file));
       }
-      writeFileSync(
-        join(out, 'refuse-peers.mjs'),
+      // The same resolve hook, synchronous where Node has registerHooks (module.register() is
+      // deprecated from Node 26 on), asynchronous through module.register() before.
+      const hook =
         `const PEERS = ${OPTIONAL_PEERS};\n` +
-          'export async function resolve(name, context, next) {\n' +
-          '  if (PEERS.test(name)) {\n' +
-          '    const error = new Error(`Cannot find package ${name}`);\n' +
-          "    error.code = 'ERR_MODULE_NOT_FOUND';\n" +
-          '    throw error;\n' +
-          '  }\n' +
-          '  return next(name, context);\n' +
-          '}\n',
-      );
+        'export function resolve(name, context, next) {\n' +
+        '  if (PEERS.test(name)) {\n' +
+        '    const error = new Error(`Cannot find package ${name}`);\n' +
+        "    error.code = 'ERR_MODULE_NOT_FOUND';\n" +
+        '    throw error;\n' +
+        '  }\n' +
+        '  return next(name, context);\n' +
+        '}\n';
+      writeFileSync(join(out, 'refuse-peers.mjs'), hook);
       writeFileSync(
         join(out, 'register.mjs'),
-        "import { register } from 'node:module';\nregister('./refuse-peers.mjs', import.meta.url);\n",
+        "import * as module from 'node:module';\n" +
+          "import { resolve } from './refuse-peers.mjs';\n" +
+          'if (module.registerHooks) module.registerHooks({ resolve });\n' +
+          "else module.register('./refuse-peers.mjs', import.meta.url);\n",
       );
       const index = pathToFileURL(join(out, 'lib', 'index.js')).href;
       const program = [
