@@ -84,6 +84,34 @@ describe('the history checker', () => {
     expect(builtIn.violations.map((s) => s.read.start)).toEqual([30, 60]);
   });
 
+  it("on a store of its own with l1, lets a copy of a build's value pass within maxAge of the build's end only under a fault", () => {
+    const value = built(1, 5);
+    const operations: Operation[] = [
+      read(4, 50, value, 2), // the build's own call, in another process
+      invalidation('delete', 10, 20, { process: 1 }), // by the reading process itself
+      read(500, 501, value),
+      read(1500, 1501, value),
+    ];
+    const config = { ownStore: true, l1MaxAgeMs: { 1: 1000 } };
+    const faulted = checkHistory(
+      { operations, faults: [{ kind: 'pubsub-kill', start: 45, end: 46 }] },
+      config,
+    );
+    expect(faulted.allowed.map((s) => [s.read.start, s.allowed])).toEqual([
+      [500, 'outdated-build-in-l1-under-fault'],
+    ]);
+    expect(faulted.violations.map((s) => s.read.start)).toEqual([1500]);
+    // Without a fault the deletion is heard: no copy outlives the build.
+    const calm = checkHistory({ operations, faults: [] }, config);
+    expect(calm.violations.map((s) => s.read.start)).toEqual([500, 1500]);
+    // Without l1 there is no copy to keep.
+    const noL1 = checkHistory(
+      { operations, faults: [{ kind: 'pubsub-kill', start: 45, end: 46 }] },
+      { ownStore: true },
+    );
+    expect(noL1.violations.map((s) => s.read.start)).toEqual([500, 1500]);
+  });
+
   it('reports a build that read an older version of the row than a returned write bumped it to', () => {
     // The factory began after the write did, but read the source before its bump.
     const write = invalidation('deleteByTag', 10, 20, { row: 'r', version: 2, tags: true });

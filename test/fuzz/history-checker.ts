@@ -25,6 +25,10 @@
  *   user's, so a build writes its value there before its release can find it outdated; it then
  *   deletes it, before its own call returns. A read of a build's value that began before the
  *   calls waiting on that build had returned is within that window.
+ * - `outdated-build-in-l1-under-fault` (only with `ownStore`): a process with `l1` that read such
+ *   a value in that window may keep a copy; the build's deletion is announced to every `l1` as it
+ *   returns, and a fault under way then may hide it from the reader: a read of the build's value
+ *   that began within the reader's `l1.maxAge` of the build's end.
  */
 
 /** A value as the run's factories and writers make it. */
@@ -116,7 +120,8 @@ export type Exception =
   | 'l1-max-age-under-fault'
   | 'tag-versions-trusted-under-fault'
   | 'in-flight-to-reader'
-  | 'outdated-build-on-own-store';
+  | 'outdated-build-on-own-store'
+  | 'outdated-build-in-l1-under-fault';
 
 /** A stale read and the invalidation it missed. */
 export interface StaleRead {
@@ -247,12 +252,15 @@ function judged(
     allowed = 'tag-versions-trusted-under-fault';
   } else if (other && stalenessMs < config.deliveryMs) {
     allowed = 'in-flight-to-reader';
-  } else if (
-    config.ownStore &&
-    buildEnd !== undefined &&
-    read.start < buildEnd + config.clockSkewMs
-  ) {
-    allowed = 'outdated-build-on-own-store';
+  } else if (config.ownStore && buildEnd !== undefined) {
+    if (read.start < buildEnd + config.clockSkewMs) allowed = 'outdated-build-on-own-store';
+    else if (
+      maxAge !== undefined &&
+      read.start < buildEnd + maxAge &&
+      faults.some((f) => overlaps(f, buildEnd, buildEnd, config.recoveryMs))
+    ) {
+      allowed = 'outdated-build-in-l1-under-fault';
+    }
   }
   const origin = read.value!.origin === 'build' ? "a build's value" : 'a written value';
   const where = read.process === missed.process ? 'same process' : 'another process';
