@@ -100,7 +100,8 @@ class ItemsController {
   @Get('slow')
   async slow(@Query('n') n: string): Promise<object> {
     const run = this.run(`slow:${n}`);
-    await sleep(150);
+    // Long enough that all of a test's concurrent requests arrive while it runs, on a busy machine.
+    await sleep(600);
     return { n, run };
   }
 
@@ -342,6 +343,8 @@ describe.each(PLATFORMS)('BufferCacheInterceptor on $name', (platform) => {
     expect(new Set(replies.map((reply) => reply.text))).toEqual(
       new Set([JSON.stringify({ n: 'one', run: 1 })]),
     );
+    // The waiters too: no entry was there when they came.
+    expect(new Set(replies.map((reply) => reply.headers['x-cache']))).toEqual(new Set(['MISS']));
     expect(replies.every((reply) => reply.status === 200)).toBe(true);
   });
 
@@ -354,6 +357,7 @@ describe.each(PLATFORMS)('BufferCacheInterceptor on $name', (platform) => {
     );
     expect(ours.items.runs('slow:two') + worker.items.runs('slow:two')).toBe(1);
     expect(new Set(replies.map((reply) => reply.text)).size).toBe(1);
+    expect(new Set(replies.map((reply) => reply.headers['x-cache']))).toEqual(new Set(['MISS']));
     expect(replies.every((reply) => reply.status === 200)).toBe(true);
   });
 
