@@ -18,6 +18,11 @@ import {
   type BenchContext,
   type BenchSection,
 } from './harness.js';
+import {
+  INTERCEPTOR_LOAD,
+  interceptorInstructions,
+  type InterceptorCounts,
+} from './interceptor-hit.js';
 import { lockStrategies } from './lock.bench.js';
 import { withOverheadServer } from './overhead.protocol.js';
 
@@ -118,6 +123,27 @@ function hitRows(
 
 /** The app's load: requests per route and round, uncounted rounds first, then counted ones. */
 const APP_LOAD = { rounds: 5, requests: 3_000, connections: 16, warmRounds: 3 } as const;
+
+/** The interceptor hit's table: this build and, with one, the baseline; no more than 2 % above it. */
+function interceptorRows(counts: InterceptorCounts, baseline: Baseline | undefined): string {
+  const perRequest = 'instructions/request, median (range)';
+  if (!baseline || !counts.baseline) {
+    return table(['build', perRequest], [['this build', cell(counts.ours)]]);
+  }
+  const ratio = median(counts.ours) / median(counts.baseline);
+  target(
+    `BufferCacheInterceptor hit: instructions per request at most 2 % above ${baseline.ref}`,
+    `${fmt(ratio, 3)}×`,
+    ratio <= 1.02,
+  );
+  return table(
+    ['build', perRequest, 'over the baseline'],
+    [
+      ['this build', cell(counts.ours), `${fmt(ratio, 3)}×`],
+      [`at ${baseline.ref}`, cell(counts.baseline), '1.000×'],
+    ],
+  );
+}
 
 /** The app's routes counted, as overhead.server.ts names them. */
 const ROUTES = ['bare', 'floor', 'single-flight'] as const;
@@ -270,6 +296,11 @@ export const instructionsSection: BenchSection = {
     } finally {
       appAdmin.disconnect();
     }
+    report.progress('instructions: a BufferCacheInterceptor hit under callgrind');
+    const interceptorTable = interceptorRows(
+      await interceptorInstructions(redis.port, baseline),
+      baseline,
+    );
     const bare = median(routes.bare.instructions);
     const floorRoute = median(routes.floor.instructions);
     const singleFlight = median(routes['single-flight'].instructions);
@@ -327,7 +358,18 @@ export const instructionsSection: BenchSection = {
         `which the floor's two Redis commands through ioredis are ${fmtInt(floorRoute - bare)}; ` +
         `the rest is the token, the script, the engine and the promise hooks that ` +
         `AsyncLocalStorage turns on for the whole process on Node 20 (the bare and floor ` +
-        `routes pay those too, for their own promises).\n`,
+        `routes pay those too, for their own promises).\n` +
+        `\n### HTTP: a BufferCacheInterceptor hit, ${INTERCEPTOR_LOAD.connections} connections\n\n` +
+        `An Express app whose route sits under \`BufferCacheInterceptor\` with \`@CacheTTL\` and ` +
+        `no \`@CacheKey\`, every request to one URL: a hit of its URL key (the method, \`Host\` ` +
+        `and URL), the stored response's status and headers replayed, \`Age\` and \`ETag\` set. ` +
+        `Each build in an app process of its own under callgrind, ` +
+        `${fmtInt(INTERCEPTOR_LOAD.requests)} requests a round, ` +
+        `${INTERCEPTOR_LOAD.warmRounds} uncounted rounds each, then ${INTERCEPTOR_LOAD.rounds} ` +
+        `counted rounds, the builds taking turns to go first. HTTP counts move with the load ` +
+        `(requests read per socket read), so both builds run the same load on an otherwise ` +
+        `idle app.\n\n` +
+        interceptorTable,
     );
   },
 };
