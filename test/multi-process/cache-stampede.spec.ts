@@ -1,11 +1,9 @@
-import { spawnSync } from 'node:child_process';
-import { createRequire } from 'node:module';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { monitor } from '../support/monitor.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import type { CacheCommand, CacheReply } from './cache.protocol.js';
-import { Worker } from './flight.workers.js';
+import { compileWorkers, Worker } from './flight.workers.js';
 
 /**
  * BufferCache.getOrSet across 3 real worker processes (Nest application contexts with
@@ -14,7 +12,6 @@ import { Worker } from './flight.workers.js';
  * at once while one worker refreshes it, and a fresh hit costs one read and no lock command.
  */
 
-const root = new URL('../..', import.meta.url).pathname;
 const WORKER = '.build/multi-process/test/multi-process/cache.worker.js';
 const WORKERS = 3;
 const CALLERS = 100;
@@ -29,12 +26,7 @@ let admin: Redis;
 let workers: CacheWorker[] = [];
 
 beforeAll(async () => {
-  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-  const build = spawnSync(process.execPath, [tsc, '-p', 'test/multi-process/tsconfig.json'], {
-    cwd: root,
-    encoding: 'utf8',
-  });
-  if (build.status !== 0) throw new Error(`tsc failed:\n${build.stdout}`);
+  compileWorkers();
   server = await startRedis();
   admin = server.client();
   workers = await Promise.all(

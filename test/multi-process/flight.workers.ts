@@ -1,5 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { createRequire } from 'node:module';
 import type { Command, Reply } from './flight.protocol.js';
 
 /** The repository root: workers run from there. */
@@ -7,6 +8,16 @@ const root = new URL('../..', import.meta.url).pathname.replace(/\/\.build\/mult
 
 /** The compiled worker (`tsc -p test/multi-process/tsconfig.json`), relative to the root. */
 export const WORKER = '.build/multi-process/test/multi-process/flight.worker.js';
+
+/** Compiles the workers and the library they load (`tsc -p test/multi-process/tsconfig.json`). */
+export function compileWorkers(): void {
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const build = spawnSync(process.execPath, [tsc, '-p', 'test/multi-process/tsconfig.json'], {
+    cwd: root,
+    encoding: 'utf8',
+  });
+  if (build.status !== 0) throw new Error(`tsc failed:\n${build.stdout}`);
+}
 
 export type Result = Extract<Reply, { results: unknown }>;
 /** A command without its id (distributed over the union). */

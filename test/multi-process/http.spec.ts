@@ -1,9 +1,7 @@
-import { spawnSync } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import type { HttpCommand, HttpReply } from './http.protocol.js';
-import { Worker } from './flight.workers.js';
+import { compileWorkers, Worker } from './flight.workers.js';
 
 /**
  * BufferCacheInterceptor's rules across the fleet: two worker processes, each a Nest HTTP app on
@@ -12,7 +10,6 @@ import { Worker } from './flight.workers.js';
  * POST in one worker deletes the entry the others would serve.
  */
 
-const root = new URL('../..', import.meta.url).pathname;
 const WORKER = '.build/multi-process/test/multi-process/http.worker.js';
 
 type HttpWorker = Worker<HttpCommand, HttpReply>;
@@ -27,12 +24,7 @@ interface Answer {
 
 let server: RedisServer;
 beforeAll(async () => {
-  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-  const build = spawnSync(process.execPath, [tsc, '-p', 'test/multi-process/tsconfig.json'], {
-    cwd: root,
-    encoding: 'utf8',
-  });
-  if (build.status !== 0) throw new Error(`tsc failed:\n${build.stdout}`);
+  compileWorkers();
   server = await startRedis();
 }, 120_000);
 afterAll(async () => {
@@ -77,9 +69,9 @@ describe.each(['express', 'fastify'])(
     });
 
     it("a response with Set-Cookie never reaches the other worker's client, nor a later one", async () => {
-      const first = await call(0, '/session');
-      const second = await call(1, '/session');
-      const third = await call(0, '/session');
+      const first = await call(0, '/welcome');
+      const second = await call(1, '/welcome');
+      const third = await call(0, '/welcome');
       expect(first.cookie).toBe(`sid=${pids[0]}-${first.body.run}; HttpOnly`);
       expect([second.cache, second.body.pid]).toEqual(['MISS', pids[1]]);
       expect(second.cookie).toBe(`sid=${pids[1]}-${second.body.run}; HttpOnly`);

@@ -22,9 +22,9 @@ interface Reply {
 @Controller()
 @UseInterceptors(BufferCacheInterceptor)
 class PagesController {
-  /** A page that starts a session: its answer is this visitor's alone. */
-  @Get('session')
-  session(@Res({ passthrough: true }) res: Reply): object {
+  /** A page that sets a visitor cookie: its answer is this visitor's alone. */
+  @Get('welcome')
+  welcome(@Res({ passthrough: true }) res: Reply): object {
     const run = ++runs;
     res.header('Set-Cookie', `sid=${process.pid}-${run}; HttpOnly`);
     return { pid: process.pid, run };

@@ -1,12 +1,10 @@
-import { spawnSync } from 'node:child_process';
-import { createRequire } from 'node:module';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BufferCache, RedisLockService } from '../../lib/index.js';
 import { MemoryLogger, until } from '../support/nest-helpers.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import type { CacheCommand, CacheReply } from './cache.protocol.js';
-import { Worker } from './flight.workers.js';
+import { compileWorkers, Worker } from './flight.workers.js';
 
 /**
  * The in-process tier across 3 real worker processes (Nest application contexts with
@@ -15,7 +13,6 @@ import { Worker } from './flight.workers.js';
  * worker's `maxAge` is a minute, so that only an invalidation can explain a new value within a test.
  */
 
-const root = new URL('../..', import.meta.url).pathname;
 const WORKER = '.build/multi-process/test/multi-process/cache.worker.js';
 const NS = 'mp:l1:';
 
@@ -30,12 +27,7 @@ let workers: CacheWorker[] = [];
 let silent: BufferCache;
 
 beforeAll(async () => {
-  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-  const build = spawnSync(process.execPath, [tsc, '-p', 'test/multi-process/tsconfig.json'], {
-    cwd: root,
-    encoding: 'utf8',
-  });
-  if (build.status !== 0) throw new Error(`tsc failed:\n${build.stdout}`);
+  compileWorkers();
   server = await startRedis();
   admin = server.client();
   const env = { REDIS_URL: server.url, NS, L1: JSON.stringify({ maxAge: 60 }) };

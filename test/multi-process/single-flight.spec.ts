@@ -1,6 +1,4 @@
-import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { createRequire } from 'node:module';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisLockService } from '../../lib/index.js';
@@ -9,7 +7,7 @@ import { monitor } from '../support/monitor.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import type { Reply } from './flight.protocol.js';
-import { Worker, type Result } from './flight.workers.js';
+import { compileWorkers, Worker, type Result } from './flight.workers.js';
 
 /**
  * @SingleFlight across real worker processes (Nest application contexts compiled with tsc, as
@@ -17,16 +15,10 @@ import { Worker, type Result } from './flight.workers.js';
  * Every worker uses share: true and fencing: true (flight.worker.ts).
  */
 
-const root = new URL('../..', import.meta.url).pathname;
 const TTL = 10;
 
 beforeAll(() => {
-  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-  const build = spawnSync(process.execPath, [tsc, '-p', 'test/multi-process/tsconfig.json'], {
-    cwd: root,
-    encoding: 'utf8',
-  });
-  if (build.status !== 0) throw new Error(`tsc failed:\n${build.stdout}`);
+  compileWorkers();
 }, 120_000);
 
 interface Backend {
