@@ -17,11 +17,7 @@ beforeAll(async () => {
 });
 afterAll(() => server.stop());
 
-/** Pub/sub connections the server sees now (CLIENT LIST TYPE pubsub). */
-async function pubsubClients(): Promise<number> {
-  return (await pubsubIds()).length;
-}
-
+/** Ids of the pub/sub connections the server sees now (CLIENT LIST TYPE pubsub). */
 const pubsubIds = (): Promise<string[]> => pubsubClientIds(server.client());
 
 async function until(check: () => Promise<boolean>): Promise<void> {
@@ -30,61 +26,67 @@ async function until(check: () => Promise<boolean>): Promise<void> {
 
 describe('release subscriber: one lazy connection per process', () => {
   it('opens nothing until the first listener', async () => {
-    const before = await pubsubClients();
+    const before = new Set(await pubsubIds());
     const subscriber = new ReleaseSubscriber(server.client(), { idleMs: 0 });
     await sleep(50);
-    expect(await pubsubClients()).toBe(before);
+    expect((await pubsubIds()).filter((id) => !before.has(id))).toEqual([]);
     subscriber.close();
   });
 
   it('many waiting keys share one connection, made by duplicating the client', async () => {
     const client = server.client();
     const subscriber = new ReleaseSubscriber(client, { idleMs: 0 });
-    const before = await pubsubClients();
+    const before = new Set(await pubsubIds());
     const all = Array.from({ length: 50 }, (_, i) =>
       subscriber.listen(releaseChannel(`buffer:lock:share${i % 10}`), () => {}),
     );
     expect(await Promise.all(all.map((l) => l.ready))).toEqual(all.map(() => true));
     const channels = await server.client().call('PUBSUB', 'SHARDCHANNELS', '*share*');
     expect(channels).toHaveLength(10);
-    expect(await pubsubClients()).toBe(before + 1);
+    const made = (await pubsubIds()).filter((id) => !before.has(id));
+    expect(made).toHaveLength(1);
     for (const l of all) l.close();
+    subscriber.close();
+    await until(async () => !(await pubsubIds()).includes(made[0]!));
   });
 
   it('is dropped keepMs after nothing waits, and made again for the next waiter', async () => {
     const subscriber = new ReleaseSubscriber(server.client(), { idleMs: 0, keepMs: 0 });
-    const before = await pubsubClients();
+    const before = new Set(await pubsubIds());
+    const ours = async (): Promise<string[]> => (await pubsubIds()).filter((id) => !before.has(id));
     const a = subscriber.listen(releaseChannel('buffer:lock:drop'), () => {});
     const b = subscriber.listen(releaseChannel('buffer:lock:drop'), () => {});
     await Promise.all([a.ready, b.ready]);
-    const first = await pubsubIds();
+    const first = await ours();
+    expect(first).toHaveLength(1);
     a.close();
     await sleep(50);
-    expect(await pubsubIds()).toEqual(first); // b still waits
+    expect(await ours()).toEqual(first); // b still waits
     b.close();
-    await until(async () => (await pubsubClients()) === before);
+    await until(async () => (await ours()).length === 0);
     const c = subscriber.listen(releaseChannel('buffer:lock:drop'), () => {});
     expect(await c.ready).toBe(true);
-    const second = await pubsubIds();
-    expect(second).toHaveLength(before + 1);
+    const second = await ours();
+    expect(second).toHaveLength(1);
     expect(second).not.toEqual(first); // a new connection
     c.close();
+    await until(async () => (await ours()).length === 0);
   });
 
   it('stays open for idleMs after the last waiter, so back-to-back flights reuse it', async () => {
-    const before = await pubsubClients();
+    const before = new Set(await pubsubIds());
     const subscriber = new ReleaseSubscriber(server.client(), { idleMs: 60_000 });
     const a = subscriber.listen(releaseChannel('buffer:lock:idle'), () => {});
     await a.ready;
-    const first = await pubsubIds();
+    const first = (await pubsubIds()).filter((id) => !before.has(id));
     a.close();
     const b = subscriber.listen(releaseChannel('buffer:lock:idle'), () => {});
     await b.ready;
-    expect(await pubsubIds()).toEqual(first);
-    expect(first).toHaveLength(before + 1);
+    expect((await pubsubIds()).filter((id) => !before.has(id))).toEqual(first);
+    expect(first).toHaveLength(1);
     b.close();
     subscriber.close();
-    await until(async () => (await pubsubClients()) === before);
+    await until(async () => !(await pubsubIds()).includes(first[0]!));
   });
 
   it('keeps a channel subscribed for idleMs after its last waiter: the next wait on the key sends no SSUBSCRIBE', async () => {
@@ -105,18 +107,18 @@ describe('release subscriber: one lazy connection per process', () => {
 
   it('ends an idle channel subscription after idleMs while another key is still waited on', async () => {
     const subscriber = new ReleaseSubscriber(server.client(), { idleMs: 100 });
-    const kept = subscriber.listen(releaseChannel('buffer:lock:kept'), () => {});
-    const idle = subscriber.listen(releaseChannel('buffer:lock:idle-one'), () => {});
+    const kept = subscriber.listen(releaseChannel('buffer:lock:ending:kept'), () => {});
+    const idle = subscriber.listen(releaseChannel('buffer:lock:ending:idle'), () => {});
     await Promise.all([kept.ready, idle.ready]);
     const channels = (): Promise<unknown> =>
-      server.client().call('PUBSUB', 'SHARDCHANNELS', 'buffer:lock:*');
+      server.client().call('PUBSUB', 'SHARDCHANNELS', 'buffer:lock:ending:*');
     idle.close();
     expect(((await channels()) as string[]).toSorted()).toEqual([
-      'buffer:lock:idle-one',
-      'buffer:lock:kept',
+      'buffer:lock:ending:idle',
+      'buffer:lock:ending:kept',
     ]);
     await until(async () => ((await channels()) as string[]).length === 1);
-    expect(await channels()).toEqual(['buffer:lock:kept']);
+    expect(await channels()).toEqual(['buffer:lock:ending:kept']);
     kept.close();
     subscriber.close();
   });
