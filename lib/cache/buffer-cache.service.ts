@@ -126,13 +126,12 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     key = spaced(key);
     const settings = this.settings.of(options);
     const lockKey = this.lockKeyOf(key);
-    const stamps = await this.entries.stamps(settings.tags);
+    const stamps = await this.entries.stampsForWrite(key, lockKey, settings.tags);
     const text = this.entries.codec.encode(key, value, settings, 0, stamps);
     const keep = settings.l1 && this.entries.keepsCopies;
     // Decoded only for what needs the value as a hit returns it: l1's copy, @CachePut's answer.
-    const entry = keep || answer ? this.entries.codec.decode(text) : undefined;
-    // Tags whose versions could not be read: nothing is written that could not be invalidated.
-    if (stamps) await this.entries.write(key, lockKey, text, settings, keep ? entry : undefined);
+    const entry = keep || answer ? this.entries.codec.decode(text, key) : undefined;
+    await this.entries.write(key, lockKey, text, settings, keep ? entry : undefined);
     this.detach(lockKey);
     return entry?.value;
   }

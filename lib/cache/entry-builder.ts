@@ -141,7 +141,7 @@ export class EntryBuilder {
       // release), so only it stores; and nothing is written that tags could not invalidate.
       payload = stamps && currentFlight()?.locked ? text : undefined;
       // What a hit will return: the value as the serializer gives it back.
-      return { value: entries.codec.decode(text).value, built: true, asOf: factoryStart };
+      return { value: entries.codec.decode(text, key).value, built: true, asOf: factoryStart };
     };
     // Past `hardTimeout` the build fails (its lock is released) and a late value is dropped.
     const bounded = (made: unknown): unknown => {

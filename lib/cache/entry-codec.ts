@@ -29,8 +29,10 @@ export interface EntryCodecParts {
 }
 
 /**
- * An entry as the text the store keeps: `freshUntil:staleUntil:deltaMs:payload`, or with tags
- * `…:deltaMs;length:[[tag, version], …]payload`. The serializer sees the user's value alone.
+ * An entry as the text the store keeps: `freshUntil:staleUntil:deltaMs:keyLength:key payload`, or
+ * with tags `…:deltaMs;length:keyLength:key[[tag, version], …]payload`. The serializer sees the
+ * user's value alone; the key is read back, so that a store (or client) that answers a read with
+ * another key's entry is a miss, never another key's value.
  */
 export class EntryCodec {
   constructor(private readonly parts: EntryCodecParts) {}
@@ -67,21 +69,21 @@ export class EntryCodec {
     }
     const freshUntil = now() + toMilliseconds(settings.ttl);
     const head = `${freshUntil}:${freshUntil + settings.grace * 1000}:${deltaMs}`;
-    if (stamps.length === 0) return `${head}:${payload}`;
+    if (stamps.length === 0) return `${head}:${key.length}:${key}${payload}`;
     const tags = JSON.stringify(stamps);
-    return `${head};${tags.length}:${tags}${payload}`;
+    return `${head};${tags.length}:${key.length}:${key}${tags}${payload}`;
   }
 
   /** `value` as a hit would return it. */
   roundTrip(key: string, value: unknown, settings: CacheSettings): unknown {
-    return this.decode(this.encode(key, value, settings)).value;
+    return this.decode(this.encode(key, value, settings), key).value;
   }
 
-  /** A stored text as an entry; an unreadable one is a miss, logged. */
-  stored(text: unknown): CacheEntry | undefined {
+  /** A stored text as the entry of `key`; an unreadable one, or another key's, is a miss, logged. */
+  stored(text: unknown, key: string): CacheEntry | undefined {
     if (text === undefined || text === null) return undefined;
     try {
-      return this.decode(text);
+      return this.decode(text, key);
     } catch (error) {
       const line = this.parts.messages.render('cache_entry_unreadable', {
         ERROR: errorText(error),
@@ -91,13 +93,17 @@ export class EntryCodec {
     }
   }
 
-  decode(text: unknown): CacheEntry {
+  decode(text: unknown, key: string): CacheEntry {
     const head = typeof text === 'string' ? ENTRY_HEAD.exec(text) : null;
     const [freshUntil, staleUntil, deltaMs] = (head ?? []).slice(1, 4).map(Number) as number[];
     if (!head || ![freshUntil, staleUntil, deltaMs].every(Number.isFinite)) {
       throw new TypeError('not a cache entry');
     }
-    const body = (text as string).slice(head[0].length);
+    const start = head[0].length;
+    if (Number(head[5]) !== key.length || !(text as string).startsWith(key, start)) {
+      throw new TypeError("another key's entry");
+    }
+    const body = (text as string).slice(start + key.length);
     const tagsLength = head[4] === undefined ? 0 : Number(head[4]);
     const tags = tagsLength > 0 ? stampsOf(body.slice(0, tagsLength)) : undefined;
     const value = this.parts.serializer.deserialize(body.slice(tagsLength));
@@ -106,7 +112,7 @@ export class EntryCodec {
   }
 }
 
-const ENTRY_HEAD = /^([^:]+):([^:]+):([^:;]+)(?:;(\d+))?:/;
+const ENTRY_HEAD = /^([^:]+):([^:]+):([^:;]+)(?:;(\d+))?:(\d+):/;
 
 const isStamp = (s: unknown): boolean =>
   Array.isArray(s) && s.length === 2 && s.every((part) => typeof part === 'string');

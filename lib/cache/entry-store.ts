@@ -93,7 +93,29 @@ export class EntryStore {
 
   /** The versions of `tags` to build an entry with; `undefined` when they cannot be read (logged). */
   async stamps(tags: readonly string[]): Promise<readonly TagStamp[] | undefined> {
-    return tags.length === 0 ? [] : this.guarded(() => this.tags.current(tags));
+    return this.guarded(() => this.versions(tags));
+  }
+
+  /**
+   * The versions of `tags` to write an entry with. When they cannot be read, the entry it would
+   * replace is deleted instead (nothing is stored that its tags could not invalidate), and the
+   * write rejects as a refused one does.
+   */
+  async stampsForWrite(
+    key: string,
+    lockKey: string,
+    tags: readonly string[],
+  ): Promise<readonly TagStamp[]> {
+    try {
+      return await this.versions(tags);
+    } catch (error) {
+      await this.delete(key, lockKey);
+      this.writeFailed(error);
+    }
+  }
+
+  private async versions(tags: readonly string[]): Promise<readonly TagStamp[]> {
+    return tags.length === 0 ? [] : this.tags.current(tags);
   }
 
   /** Every entry that carries one of `tags` is a miss from now on, in every process. */
@@ -117,8 +139,8 @@ export class EntryStore {
     const answer = !this.builtIn
       ? this.stored(key, lockKey).then((entry) => ({ entry, lockHeld: false, readAt: moment() }))
       : lockTtl === undefined || lockChannel.hasSubscribers
-        ? this.lookupWithLock(storeKey, lockKey)
-        : this.lookupTaking(storeKey, lockKey, lockTtl);
+        ? this.lookupWithLock(key, storeKey, lockKey)
+        : this.lookupTaking(key, storeKey, lockKey, lockTtl);
     const read = answer.then(async (found) => {
       const entry = found.entry?.tags ? await this.checked(found.entry) : found.entry;
       if (entry) tier?.put(key, entry, mark, this.parts.now());
@@ -161,29 +183,35 @@ export class EntryStore {
     const text = carriedPayload(carried, 'entry');
     if (text !== undefined) {
       try {
-        return this.codec.decode(text);
+        return this.codec.decode(text, key);
       } catch {
         // Unreadable here as in the store: read it, and say so there.
       }
     }
-    return this.codec.stored(await this.guarded(() => this.store.get(this.keyOf(key, lockKey))));
+    const read = await this.guarded(() => this.store.get(this.keyOf(key, lockKey)));
+    return this.codec.stored(read, key);
   }
 
-  private async lookupWithLock(storeKey: string, lockKey: string): Promise<Found> {
+  private async lookupWithLock(key: string, storeKey: string, lockKey: string): Promise<Found> {
     const store = this.store as RedisCacheStore;
     const answer = await this.guarded(() => store.lookup(storeKey, lockKey));
     // PTTL: -2 when the lock is free, -1 (no expiry) or more when it is held.
     const readAt = moment();
     if (typeof answer === 'number') return { entry: undefined, lockHeld: answer >= -1, readAt };
-    return { entry: this.codec.stored(answer), lockHeld: false, readAt };
+    return { entry: this.codec.stored(answer, key), lockHeld: false, readAt };
   }
 
-  private async lookupTaking(storeKey: string, lockKey: string, lockTtl: number): Promise<Found> {
+  private async lookupTaking(
+    key: string,
+    storeKey: string,
+    lockKey: string,
+    lockTtl: number,
+  ): Promise<Found> {
     const found = entryAndClaim(storeKey, this.parts.options.cachePrefix);
     const answer = await this.parts.lock[ACQUIRE_UNLESS_FOUND](lockKey, found, lockTtl);
     const readAt = moment();
     if ('found' in answer) {
-      return { entry: this.codec.stored(answer.found), lockHeld: false, readAt };
+      return { entry: this.codec.stored(answer.found, key), lockHeld: false, readAt };
     }
     const [guard, error] = answer;
     // As a failed read: a miss, logged; the build's own acquire meets the trouble again.

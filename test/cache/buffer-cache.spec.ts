@@ -300,6 +300,34 @@ describe('trouble', () => {
       ENGLISH_MESSAGES.cache_store_failed.replace('ERROR', 'store unreachable'),
     ]);
   });
+
+  it("a store that answers a read with another key's entry is a miss, logged without either key: never the other key's value", async () => {
+    const memory = new Map<string, string>();
+    let last: string | undefined;
+    // As a client whose replies went out of step after a reconnect: the last text written.
+    const crossed: BufferCacheStore = {
+      get: (k) => (memory.has(k) ? last : undefined),
+      set: (k, v) => {
+        memory.set(k, v);
+        last = v;
+      },
+      delete: (k) => void memory.delete(k),
+    };
+    const { cache, logger } = worker({}, crossed);
+    const [alice, bob] = [key(), key()];
+    await cache.set(`${alice}:alice`, { user: 'alice' });
+    await cache.set(`${bob}:bob`, { user: 'bob' });
+    expect(await cache.get(`${alice}:alice`)).toBeUndefined();
+    expect(await cache.getOrSet(`${alice}:alice`, () => ({ user: 'alice, built' }))).toEqual({
+      user: 'alice, built',
+    });
+    expect(await cache.get(`${alice}:alice`)).toEqual({ user: 'alice, built' });
+    const warned = logger.at('warn');
+    expect(warned).toContain(
+      ENGLISH_MESSAGES.cache_entry_unreadable.replace('ERROR', "another key's entry"),
+    );
+    expect(warned.some((l) => l.includes('alice') || l.includes('bob'))).toBe(false);
+  });
 });
 
 /** A cache whose lock's Redis was stopped; its entries in a Map unless `builtIn`. */
@@ -375,6 +403,19 @@ describe("the lock's Redis stopped", () => {
     expect((error as LockError).code).toBe('cache_write_failed');
     expect(await cache.getOrSet(k, () => 'not called')).toBe('preset');
     await expect(cache.delete(k)).rejects.toMatchObject({ code: 'cache_write_failed' });
+    expect(await cache.getOrSet(k, () => 'built')).toBe('built');
+  });
+
+  it('a set() with tags while the lock is down deletes the entry it replaces instead, and rejects: nothing is stored that its tags could not invalidate', async () => {
+    const { cache } = await deadLockCache();
+    const k = key();
+    await expect(cache.set(k, 'old')).rejects.toMatchObject({ code: 'cache_write_failed' });
+    expect(await cache.get(k)).toBe('old');
+    const error = await cache.set(k, 'new', { tags: ['t'] }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockError);
+    expect((error as LockError).code).toBe('cache_write_failed');
+    expect((error as LockError).cause).toBeInstanceOf(Error);
+    expect(await cache.get(k)).toBeUndefined();
     expect(await cache.getOrSet(k, () => 'built')).toBe('built');
   });
 });

@@ -103,12 +103,13 @@ async function storeKeyOf(k: string): Promise<string> {
   return keys[0]!;
 }
 
-/** `freshUntil:staleUntil:deltaMs:payload`, read back as its parts. */
+/** `freshUntil:staleUntil:deltaMs:keyLength:key payload`, read back as its parts. */
 function entryParts(text: unknown): { freshUntil: number; staleUntil: number; payload: string } {
   expect(typeof text).toBe('string');
-  const match = /^(\d+):(\d+):\d+:(.*)$/s.exec(text as string);
+  const match = /^(\d+):(\d+):\d+:(\d+):(.*)$/s.exec(text as string);
   expect(match).not.toBeNull();
-  return { freshUntil: Number(match![1]), staleUntil: Number(match![2]), payload: match![3]! };
+  const payload = match![4]!.slice(Number(match![3]));
+  return { freshUntil: Number(match![1]), staleUntil: Number(match![2]), payload };
 }
 
 /**

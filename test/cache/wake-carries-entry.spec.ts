@@ -120,7 +120,7 @@ describe('a waiting worker answers from the wake-up', () => {
     expect(answers).toEqual([{ rows: [1, 2, 3] }, { rows: [1, 2, 3] }]);
     expect(sentAfterRelease(seen, b.client)).toEqual([]);
     expect(wake.texts).toHaveLength(1);
-    expect(wake.texts[0]).toMatch(/^=e\d+:\d+:\d+:\{"rows":\[1,2,3\]\}$/);
+    expect(wake.texts[0]).toMatch(/^=e\d+:\d+:\d+:6:report\{"rows":\[1,2,3\]\}$/);
   });
 
   it('a miss whose lookup finds the build running takes no lock: it waits for the release at once', async () => {
@@ -188,7 +188,7 @@ describe('a waiting worker answers from the wake-up', () => {
     expect(await Promise.all([first, second])).toEqual([{ n: 7 }, { n: 7 }]);
     // B's own lookup, and nothing after the wake-up.
     expect(storeReads - readsBeforeB).toBe(1);
-    expect(await keyv.get('buffer:cache:report')).toMatch(/^\d+:\d+:\d+:\{"n":7\}$/);
+    expect(await keyv.get('buffer:cache:report')).toMatch(/^\d+:\d+:\d+:6:report\{"n":7\}$/);
   });
 
   it('a waiter whose subscriber connection was killed during the build reads the entry instead', async () => {
