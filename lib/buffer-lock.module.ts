@@ -26,6 +26,8 @@ import {
 } from './options/buffer-lock.options.js';
 import { RedisLockService } from './lock/redis-lock.service.js';
 import { within } from './options/seconds.js';
+import { withValues } from './options/config-violation.js';
+import { shownValue } from './options/shown-value.js';
 import { markResolved, readableCopy } from './options/validate-options.js';
 import { ping } from './redis/plain-commands.js';
 import { SingleFlightEngine } from './single-flight/single-flight.engine.js';
@@ -147,7 +149,9 @@ export class BufferLockModule
     try {
       await within(this.lock.getClient().then(ping), connectTimeout, late);
     } catch (error) {
-      logger.warn(this.messages.render('redis_unreachable_at_boot', { ERROR: errorText(error) }));
+      const text = this.messages.render('redis_unreachable_at_boot', { ERROR: errorText(error) });
+      const mode = { name: 'onRedisError', value: shownValue(this.options.onRedisError) };
+      logger.warn(withValues(this.messages, text, [{ ...mode, isDefault: false }]));
     }
   }
 

@@ -25,6 +25,7 @@ export type {
   ResolvedBufferLockOptions,
 } from './options/buffer-lock.options.js';
 export type { SingleFlightOptions } from './options/single-flight.options.js';
+export type { SecondsOption, SecondsResolved } from './options/seconds.js';
 export type { RedisLockOptions } from './options/redis-lock.options.js';
 export type { LockClient, RedisClientFactory } from './redis/client.js';
 export type { RedisScriptClient } from './types/clients.js';

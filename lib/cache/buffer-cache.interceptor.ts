@@ -26,7 +26,9 @@ import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
 import type { BufferLockOptions } from '../options/buffer-lock.options.js';
 import { HttpCacheOptionsDto, type BufferCacheOptions } from '../options/cache.options.js';
+import { configViolation } from '../options/config-violation.js';
 import { isPlainObject } from '../options/rules.js';
+import { shownValue } from '../options/shown-value.js';
 import { validateOptions } from '../options/validate-options.js';
 
 // `@CacheKey()`'s and `@CacheTTL()`'s metadata keys: @nestjs/cache-manager (an optional peer) is
@@ -108,8 +110,8 @@ export class BufferCacheInterceptor implements NestInterceptor {
   static with(options: NonNullable<BufferLockOptions['http']>): Type<BufferCacheInterceptor> {
     const messages = new BufferLockMessages();
     if (!isPlainObject(options)) {
-      const message = messages.render('http_invalid');
-      throw new BufferLockConfigError([{ property: 'http', code: 'http_invalid', message }]);
+      const values = [{ name: 'http', value: shownValue(options), isDefault: false }];
+      throw new BufferLockConfigError([configViolation(messages, 'http', 'http_invalid', values)]);
     }
     const own = validateOptions(HttpCacheOptionsDto, options, messages, 'partial');
     class RouteCacheInterceptor extends BufferCacheInterceptor {

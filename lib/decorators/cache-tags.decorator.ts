@@ -24,7 +24,7 @@ export function CacheTags(
     | ((context: ExecutionContext) => readonly string[] | Promise<readonly string[]>),
 ): CustomDecorator<string> {
   if (typeof tags !== 'function' && !isTags(tags)) {
-    throw configError(new BufferLockMessages(), 'tags', 'cache_tags_invalid');
+    throw configError(new BufferLockMessages(), 'tags', 'cache_tags_invalid', undefined, tags);
   }
   return SetMetadata(CACHE_TAGS_METADATA, tags);
 }

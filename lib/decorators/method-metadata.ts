@@ -3,6 +3,8 @@ import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
+import { configViolation } from '../options/config-violation.js';
+import { shownValue } from '../options/shown-value.js';
 
 /**
  * The key of a decorated method: a string, or a function of the method's arguments (with `this`
@@ -16,13 +18,17 @@ import type { MessageId } from '../messages/messages.catalog.js';
 export type SingleFlightKey<This = unknown, Args extends unknown[] = never[]> =
   string | ((this: This, ...args: Args) => string);
 
+/** A decorator's argument refused; with `given`, the value it was given is shown beside the text. */
 export function configError(
   messages: BufferLockMessages,
   property: string,
   code: MessageId,
   params?: Readonly<Record<string, string>>,
+  ...given: [value?: unknown]
 ): BufferLockConfigError {
-  return new BufferLockConfigError([{ property, code, message: messages.render(code, params) }]);
+  const values =
+    given.length > 0 ? [{ name: property, value: shownValue(given[0]), isDefault: false }] : [];
+  return new BufferLockConfigError([configViolation(messages, property, code, values, params)]);
 }
 
 type Decorator = 'cached' | 'single_flight' | 'cache_put' | 'cache_evict';
@@ -39,11 +45,11 @@ export function checkArguments(
   options: unknown,
 ): void {
   if (!(isKey(key) || typeof key === 'function' || (decorator === 'cache_evict' && isKeys(key)))) {
-    throw configError(messages, 'key', `${decorator}_key_invalid`);
+    throw configError(messages, 'key', `${decorator}_key_invalid`, undefined, key);
   }
   const isObject = typeof options === 'object' && options !== null && !Array.isArray(options);
   if (options !== undefined && !isObject) {
-    throw configError(messages, 'options', `${decorator}_options_invalid`);
+    throw configError(messages, 'options', `${decorator}_options_invalid`, undefined, options);
   }
 }
 

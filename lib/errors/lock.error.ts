@@ -38,8 +38,8 @@ function withoutCommand(cause: unknown): unknown {
 
 /**
  * Thrown by `new RedisLockService()` and at Nest bootstrap when options break the rules. It lists
- * every violation; `code` and `message` are those of the first, so a single bad option gives
- * exactly the catalog's text.
+ * every violation; `code` and `message` are those of the first: the catalog's text, then the value
+ * given (`ttl: "30s"`), or the default in effect where the rule reads one the app left out.
  *
  * @example
  * ```ts
@@ -54,7 +54,14 @@ export class BufferLockConfigError extends Error {
     readonly violations: readonly {
       readonly property: string;
       readonly code: MessageId;
+      /** The catalog's text, then the values the rule read (see `values`). */
       readonly message: string;
+      /** The options the rule read, each as given (shown safely) or as its default in effect. */
+      readonly values: readonly {
+        readonly name: string;
+        readonly value: string;
+        readonly isDefault: boolean;
+      }[];
     }[],
   ) {
     super(violations.map((v) => v.message).join('\n'));
@@ -63,3 +70,4 @@ export class BufferLockConfigError extends Error {
 }
 
 export type ConfigViolation = BufferLockConfigError['violations'][number];
+export type ConfigValue = ConfigViolation['values'][number];

@@ -1,3 +1,4 @@
+import type { SecondsOption, SecondsResolved } from './seconds.js';
 import { Logger, type LoggerService } from '@nestjs/common';
 import { ValidateIf } from 'class-validator';
 import type { RedisOptions } from 'ioredis';
@@ -72,7 +73,7 @@ export interface BufferLockOptions extends Omit<RedisLockOptions, 'redis'>, Sing
         /** Consecutive Redis failures that open the breaker. Default `5`. */
         failureThreshold?: number;
         /** Seconds calls skip Redis once open, before a probe is let through. Default `10`. */
-        openSeconds?: number;
+        openSeconds?: SecondsOption;
         /** Calls let through at once while half-open. Default `1`. */
         probes?: number;
       }
@@ -83,7 +84,7 @@ export interface BufferLockOptions extends Omit<RedisLockOptions, 'redis'>, Sing
    * Seconds a call to a store of your own (`cache`) may take: past them a read is a miss and a
    * write fails (a late `set` is deleted again). Default 2.
    */
-  storeTimeout?: number;
+  storeTimeout?: SecondsOption;
   /** The prefix of every cache entry's key, in any store (`''` for none). Default `'buffer:cache:'`. */
   cachePrefix?: string;
   /** The cache's per-call defaults. */
@@ -97,7 +98,7 @@ export interface BufferLockOptions extends Omit<RedisLockOptions, 'redis'>, Sing
         /** Entries kept at most; the least recently used one goes first. Default `10000`. */
         maxEntries?: number;
         /** Seconds a copy is served at most, whatever happens to invalidations. Default `5`. */
-        maxAge?: number;
+        maxAge?: SecondsOption;
       }
     | false;
   /** Which HTTP requests `BufferCacheInterceptor` shares, and what its URL keys vary by. */
@@ -110,7 +111,7 @@ export interface BufferLockOptions extends Omit<RedisLockOptions, 'redis'>, Sing
      * The most seconds a response's own `s-maxage`, `max-age`, `Expires` or
      * `stale-while-revalidate` keeps its entry. Default `86400` (a day).
      */
-    maxTtl?: number;
+    maxTtl?: SecondsOption;
     /** A response with no `s-maxage`, `max-age` or `Expires` is not stored. Default `false`. */
     requireFreshness?: boolean;
   };
@@ -195,35 +196,47 @@ export type RedisConnection = BufferLockOptions['redis'];
  * ```
  */
 export type ResolvedBufferLockOptions = Readonly<
-  Required<
-    Omit<
-      BufferLockOptions,
-      | 'catalogs'
-      | 'messages'
-      | 'serializer'
-      | 'onLockLost'
-      | 'cache'
-      | 'maxHold'
-      | 'redis'
-      | 'circuitBreaker'
-      | 'cacheDefaults'
-      | 'l1'
-      | 'http'
+  SecondsResolved<
+    Required<
+      Omit<
+        BufferLockOptions,
+        | 'catalogs'
+        | 'messages'
+        | 'serializer'
+        | 'onLockLost'
+        | 'cache'
+        | 'maxHold'
+        | 'redis'
+        | 'circuitBreaker'
+        | 'cacheDefaults'
+        | 'l1'
+        | 'http'
+      >
     >
   > &
     // Those with no default stay optional.
-    Pick<
-      BufferLockOptions,
-      'catalogs' | 'messages' | 'serializer' | 'onLockLost' | 'cache' | 'maxHold'
+    SecondsResolved<
+      Pick<
+        BufferLockOptions,
+        'catalogs' | 'messages' | 'serializer' | 'onLockLost' | 'cache' | 'maxHold'
+      >
     > & {
       redis: LockClient | RedisClientFactory;
-      circuitBreaker: Readonly<Required<Exclude<BufferLockOptions['circuitBreaker'], undefined>>>;
+      circuitBreaker:
+        | Readonly<
+            SecondsResolved<
+              Required<Exclude<BufferLockOptions['circuitBreaker'], undefined | false>>
+            >
+          >
+        | false;
       cacheDefaults: Readonly<
-        Required<Omit<BufferCacheOptions, 'lockTtl' | 'lockTimeout'>> &
-          Pick<BufferCacheOptions, 'lockTtl' | 'lockTimeout'>
+        SecondsResolved<Required<Omit<BufferCacheOptions, 'lockTtl' | 'lockTimeout'>>> &
+          SecondsResolved<Pick<BufferCacheOptions, 'lockTtl' | 'lockTimeout'>>
       >;
-      l1: Readonly<Required<Exclude<BufferLockOptions['l1'], undefined | false>>> | false;
-      http: Readonly<Required<NonNullable<BufferLockOptions['http']>>>;
+      l1:
+        | Readonly<SecondsResolved<Required<Exclude<BufferLockOptions['l1'], undefined | false>>>>
+        | false;
+      http: Readonly<SecondsResolved<Required<NonNullable<BufferLockOptions['http']>>>>;
     }
 >;
 

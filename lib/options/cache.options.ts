@@ -1,3 +1,4 @@
+import type { SecondsOption } from './seconds.js';
 import { ValidateIf } from 'class-validator';
 import { given } from './rules.js';
 import { Rule, Seconds } from './validate-options.js';
@@ -13,23 +14,23 @@ import { Rule, Seconds } from './validate-options.js';
  */
 export interface BufferCacheOptions {
   /** Seconds an entry is fresh: served from the store with no lock. Default `60`. */
-  ttl?: number;
+  ttl?: SecondsOption;
   /** Seconds past `ttl` a stale entry is served while one worker refreshes it. Default `0`. */
-  grace?: number;
+  grace?: SecondsOption;
   /**
    * Seconds past `ttl + grace` an entry is still kept, and served when its rebuild fails (throws,
    * or passes `hardTimeout`): the caller gets it instead of the error. At most 604800 (7 days).
    * Default `0`.
    */
-  staleIfError?: number;
+  staleIfError?: SecondsOption;
   /** Seconds a caller holding a stale entry waits for its refresh. Default `0`. */
-  timeout?: number;
+  timeout?: SecondsOption;
   /** Seconds the build's lock lives (extended while it runs). Default: the module's `ttl`. */
-  lockTtl?: number;
+  lockTtl?: SecondsOption;
   /** Seconds a missing entry's callers wait for its builder. Default: the module's `lockTimeout`. */
-  lockTimeout?: number;
+  lockTimeout?: SecondsOption;
   /** Seconds a build may take: then its callers get `cache_build_timeout`. Default `60`. */
-  hardTimeout?: number;
+  hardTimeout?: SecondsOption;
   /** The most bytes a value may take once serialized; a larger one is refused. Default 4 MiB. */
   maxValueBytes?: number;
   /** Refreshes a hot entry before it expires (XFetch); `true` is β = 1, a number β. Default `false`. */

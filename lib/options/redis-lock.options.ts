@@ -1,3 +1,4 @@
+import type { SecondsOption } from './seconds.js';
 import { isMemoryUrl } from '../memory/memory-url.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { MESSAGE_IDS, type MessageId } from '../messages/messages.catalog.js';
@@ -38,18 +39,18 @@ export interface RedisLockOptions {
   /** The prefix of every Redis key. Non-empty; keep it ASCII. Default `'buffer:lock:'`. */
   namespace?: string;
   /** Seconds a lock lives in Redis. Default `60`. */
-  ttl?: number;
+  ttl?: SecondsOption;
   /** Message overrides by message id. */
   messages?: Partial<Record<MessageId, string>>;
   /** Number every acquire of a key with a strictly increasing `guard.fence`. Default `false`. */
   fencing?: boolean;
   /** Seconds a factory may take to give the client; the next call asks again. Default `10`. */
-  connectTimeout?: number;
+  connectTimeout?: SecondsOption;
   /**
    * Seconds `close()` (and the module at shutdown) waits for the locks this process holds to be
    * released by their holders, before it releases them itself; `0`: at once. Default `5`.
    */
-  shutdownTimeout?: number;
+  shutdownTimeout?: SecondsOption;
 }
 
 // The rules and defaults of `RedisLockOptions`, each refused with its own message id.

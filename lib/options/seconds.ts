@@ -1,3 +1,26 @@
+/**
+ * Seconds, as a number or as a string spelling one (`'30'`, as environment variables and
+ * `ConfigService` give them); either is checked when the options are.
+ *
+ * @example
+ * ```ts
+ * const ttl: SecondsOption = process.env.LOCK_TTL as `${number}`;
+ * ```
+ */
+export type SecondsOption = number | `${number}`;
+
+/**
+ * Options `T` as resolved: each of its seconds a number.
+ *
+ * @example
+ * ```ts
+ * const resolved: SecondsResolved<{ ttl?: SecondsOption }> = { ttl: 30 };
+ * ```
+ */
+export type SecondsResolved<T> = {
+  [K in keyof T]: T[K] extends SecondsOption | undefined ? Exclude<T[K], `${number}`> : T[K];
+};
+
 const DECIMAL_SECONDS = /^\d+(?:\.\d+)?$/;
 
 // The most seconds whose milliseconds Redis can still add to its clock: more is refused on every call.

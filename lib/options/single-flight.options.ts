@@ -2,7 +2,7 @@ import { IsIn, ValidateIf } from 'class-validator';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { RedisLockOptionsDto } from './redis-lock.options.js';
 import { given } from './rules.js';
-import { parseSeconds } from './seconds.js';
+import { parseSeconds, type SecondsResolved, type SecondsOption } from './seconds.js';
 import { Rule, Seconds, validateOptions } from './validate-options.js';
 
 const ON_BUSY_MODES = ['wait', 'skip', 'throw'] as const;
@@ -26,9 +26,9 @@ const isShorterThanTtl = (value: unknown, options: Record<string, unknown>): boo
  */
 export interface SingleFlightOptions {
   /** Seconds the lock lives in Redis, extended every ttl/3 while the method runs. */
-  ttl?: number;
+  ttl?: SecondsOption;
   /** Seconds a caller waits for the holder. Below `ttl`. Default `10`. */
-  lockTimeout?: number;
+  lockTimeout?: SecondsOption;
   /** When another worker holds the lock: wait (up to `lockTimeout`), skip, or throw (409). */
   onBusy?: 'wait' | 'skip' | 'throw';
   /** Share the leader's result with other processes' waiters (not for `@Res()`). Default `false`. */
@@ -36,13 +36,13 @@ export interface SingleFlightOptions {
   /** When Redis cannot be asked: proceed without the lock (logged), or throw (503). */
   onRedisError?: 'proceed' | 'throw';
   /** Seconds the watchdog may keep extending the lock (every ttl/3) in all. Default: no cap. */
-  maxHold?: number;
+  maxHold?: SecondsOption;
 }
 
 // The lock's rules and defaults plus a flight's; a call may set `ttl` and these for itself.
 export class SingleFlightOptionsDto extends RedisLockOptionsDto implements SingleFlightOptions {
   @Seconds('lock_timeout_invalid', { timed: true })
-  @Rule('lock_timeout_not_below_ttl', isShorterThanTtl)
+  @Rule('lock_timeout_not_below_ttl', isShorterThanTtl, ['ttl'])
   lockTimeout: number = 10;
 
   @IsIn(ON_BUSY_MODES, { message: 'on_busy_invalid' })
@@ -63,14 +63,16 @@ const PER_CALL = ['ttl', 'lockTimeout', 'onBusy', 'share', 'onRedisError', 'maxH
 const PER_CALL_NAMES: ReadonlySet<string> = new Set(PER_CALL);
 
 /** A call's own options over the module's. */
-export type SingleFlightSettings = Readonly<Required<Omit<SingleFlightOptions, 'maxHold'>>> &
-  Pick<SingleFlightOptions, 'maxHold'>;
+export type SingleFlightSettings = Readonly<
+  SecondsResolved<Required<Omit<SingleFlightOptions, 'maxHold'>>>
+> &
+  SecondsResolved<Pick<SingleFlightOptions, 'maxHold'>>;
 
 /** The per-call options given, validated (seconds as numbers); any other name is refused. */
 export function resolveSingleFlightOptions(
   input: SingleFlightOptions,
   messages: BufferLockMessages,
-): SingleFlightOptions {
+): SecondsResolved<SingleFlightOptions> {
   const own = validateOptions(SingleFlightOptionsDto, input, messages, 'partial', PER_CALL_NAMES);
   return Object.fromEntries(PER_CALL.filter((k) => Object.hasOwn(own, k)).map((k) => [k, own[k]]));
 }

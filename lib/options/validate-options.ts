@@ -5,11 +5,17 @@ import {
   validateSync,
   type ValidationError,
 } from 'class-validator';
-import { BufferLockConfigError, type ConfigViolation } from '../errors/lock.error.js';
+import {
+  BufferLockConfigError,
+  type ConfigValue,
+  type ConfigViolation,
+} from '../errors/lock.error.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
 import { attempt } from '../messages/error-text.js';
+import { configViolation } from './config-violation.js';
 import { isPlainObject } from './rules.js';
+import { shownValue } from './shown-value.js';
 import { parseSeconds, TIMER_SECONDS } from './seconds.js';
 
 // Per options class: the properties read as seconds, and those holding nested options.
@@ -47,11 +53,19 @@ function fieldsOf(object: object): [string, Field][] {
   return found;
 }
 
-/** A rule refused with `messageId` (the constraint's message): one rule, one catalog text. */
+// The other options a rule reads besides its own, by its message id: its error shows them too.
+const alsoReads = new Map<MessageId, readonly string[]>();
+
+/**
+ * A rule refused with `messageId` (the constraint's message): one rule, one catalog text. `reads`:
+ * the other options its test reads.
+ */
 export function Rule(
   messageId: MessageId,
   test: (value: unknown, options: Record<string, unknown>) => boolean,
+  reads: readonly string[] = [],
 ): PropertyDecorator {
+  if (reads.length > 0) alsoReads.set(messageId, reads);
   return ValidateBy(
     {
       name: messageId,
@@ -122,20 +136,35 @@ export function readableCopy(input: unknown): Record<string, unknown> {
   return copy;
 }
 
+/** An option's value as its error shows it: `isDefault` when the app left it out. */
+function valueOf(target: object, name: string, path: string, given: object): ConfigValue {
+  const value = (target as Record<string, unknown>)[name];
+  const shown = value === UNREADABLE ? '[unreadable]' : shownValue(value);
+  return { name: path, value: shown, isDefault: !Object.hasOwn(given, name) };
+}
+
 /** Every broken rule, once per property and message id; nested ones under their parent's name. */
 function violationsOf(
   errors: readonly ValidationError[],
   messages: BufferLockMessages,
+  given: object,
   parent?: string,
 ): ConfigViolation[] {
   return errors.flatMap((error): ConfigViolation[] => {
     const property = parent ?? error.property;
-    const own = Object.values(error.constraints ?? {}).map((id) => ({
-      property,
-      code: id as MessageId,
-      message: messages.render(id as MessageId),
-    }));
-    return [...own, ...violationsOf(error.children ?? [], messages, property)];
+    const path = parent ? `${parent}.${error.property}` : error.property;
+    const target = error.target ?? {};
+    // Inside a nested object, what the app gave is that object's own options.
+    const own = parent ? target : given;
+    const broken = Object.values(error.constraints ?? {}).map((id) => {
+      const read = [error.property, ...(alsoReads.get(id as MessageId) ?? [])];
+      const values = read.map((name) =>
+        valueOf(target, name, parent ? `${parent}.${name}` : name, own),
+      );
+      return configViolation(messages, property, id as MessageId, values);
+    });
+    const children = error.children ?? [];
+    return [...broken, ...violationsOf(children, messages, given, path)];
   });
 }
 
@@ -157,11 +186,11 @@ function unknownOf(
 ): ConfigViolation[] {
   return Object.keys(given)
     .filter((name) => !known.has(name))
-    .map((name) => ({
-      property: parent ?? name,
-      code: 'option_unknown',
-      message: messages.render('option_unknown', { NAME: parent ? `${parent}.${name}` : name }),
-    }));
+    .map((name) =>
+      configViolation(messages, parent ?? name, 'option_unknown', [], {
+        NAME: parent ? `${parent}.${name}` : name,
+      }),
+    );
 }
 
 /**
@@ -198,7 +227,7 @@ export function validateOptions<T extends object>(
   // In declaration order, base classes first; fields without a default (redis) lead.
   const order = Object.keys(defaults);
   const seen = new Set<string>();
-  const violations = [...violationsOf(errors, messages), ...unknown]
+  const violations = [...violationsOf(errors, messages, given), ...unknown]
     .filter(
       (v) => !seen.has(`${v.property}\n${v.message}`) && seen.add(`${v.property}\n${v.message}`),
     )

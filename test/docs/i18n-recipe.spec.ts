@@ -84,7 +84,8 @@ describe('the nestjs-i18n recipe of docs/messages.md', () => {
     expect((error as BufferLockConfigError).violations).toContainEqual({
       property: 'ttl',
       code: 'redis_ttl_invalid',
-      message: french.redis_ttl_invalid,
+      message: `${french.redis_ttl_invalid} (ttl: -1)`,
+      values: [{ name: 'ttl', value: '-1', isDefault: false }],
     });
   });
 });

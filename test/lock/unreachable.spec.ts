@@ -105,7 +105,7 @@ describe('a module whose Redis cannot be reached at startup', () => {
     const logger = new MemoryLogger();
     const app = await boot(`redis://:${encodeURIComponent(PASSWORD)}@127.0.0.1:${port}`, logger);
     expect(logger.at('warn')).toEqual([
-      `Redis could not be reached at startup: Redis at 127.0.0.1:${port} could not be reached: the connection was refused. Calls go on as onRedisError says until it answers`,
+      `Redis could not be reached at startup: Redis at 127.0.0.1:${port} could not be reached: the connection was refused. Calls go on as onRedisError says until it answers (onRedisError: "proceed")`,
     ]);
     let builds = 0;
     const cache = app.get(BufferCache);

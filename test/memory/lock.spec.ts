@@ -41,20 +41,29 @@ describe("new RedisLockService({ redis: 'memory://' })", () => {
     expect(lock.messageOverrides).toEqual({ memory_backend: 'nur dieser Prozess' });
   });
 
-  it.each(['memory://user:secret@host', 'memory:/', 'memory://a/b', 'MEMORY://'])(
-    'refuses %s with redis_client_invalid',
-    (redis) => {
-      expect(() => new RedisLockService({ redis: redis as 'memory://' })).toThrow(
-        new BufferLockConfigError([
-          {
-            property: 'redis',
-            code: 'redis_client_invalid',
-            message: ENGLISH_MESSAGES.redis_client_invalid,
-          },
-        ]),
-      );
-    },
-  );
+  it.each([
+    ['memory://user:secret@host', '"memory://user:***@host"'],
+    ['memory:/', '"memory:/"'],
+    ['memory://a/b', '"memory://a/b"'],
+    ['MEMORY://', '"MEMORY://"'],
+  ])('refuses %s with redis_client_invalid, showing it as %s', (redis, shown) => {
+    const error = (() => {
+      try {
+        return new RedisLockService({ redis: redis as 'memory://' });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toBeInstanceOf(BufferLockConfigError);
+    expect((error as BufferLockConfigError).violations).toEqual([
+      {
+        property: 'redis',
+        code: 'redis_client_invalid',
+        message: `${ENGLISH_MESSAGES.redis_client_invalid} (redis: ${shown})`,
+        values: [{ name: 'redis', value: shown, isDefault: false }],
+      },
+    ]);
+  });
 });
 
 /** Keeps the start-up line of each service out of the test output. */
