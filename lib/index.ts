@@ -10,7 +10,7 @@ export type { CacheTagList } from './decorators/decorated-tags.js';
 export type { BufferCacheOptions } from './options/cache.options.js';
 export type { BufferCacheStore } from './cache/cache-store.js';
 export { InjectBufferLockOptions } from './decorators/inject-buffer-lock-options.decorator.js';
-export type { SingleFlightKey } from './decorators/method-metadata.js';
+export type { BufferLockDecorator, SingleFlightKey } from './decorators/method-metadata.js';
 export { SingleFlight } from './decorators/single-flight.decorator.js';
 export { BufferLockNotImportedError } from './errors/buffer-lock-not-imported.error.js';
 export { LockBusyError } from './errors/lock-busy.error.js';

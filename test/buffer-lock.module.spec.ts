@@ -13,6 +13,7 @@ import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { refusedWith } from './support/refused.js';
 import {
   BufferLockConfigError,
   BufferLockMessages,
@@ -191,7 +192,9 @@ describe('forRootAsync', () => {
       }),
     ]).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(BufferLockConfigError);
-    expect((error as BufferLockConfigError).message).toBe(ENGLISH_MESSAGES.redis_ttl_invalid);
+    expect((error as BufferLockConfigError).message).toEqual(
+      refusedWith(ENGLISH_MESSAGES.redis_ttl_invalid),
+    );
   });
 });
 
@@ -286,7 +289,7 @@ describe('validation at bootstrap', () => {
         'redis' in options || name === 'redis missing' ? options : { redis: client, ...options };
       const error = await configErrorOf(input);
       expect(error.violations.map((v) => v.code)).toEqual([code]);
-      expect(error.message).toBe(ENGLISH_MESSAGES[code]);
+      expect(error.message).toEqual(refusedWith(ENGLISH_MESSAGES[code]));
     });
   }
 
@@ -329,7 +332,7 @@ describe('validation at bootstrap', () => {
       locale: 'de',
       catalogs: { de: { redis_ttl_invalid: 'cache_lock ttl muss eine positive Zahl sein' } },
     });
-    expect(error.message).toBe('cache_lock ttl muss eine positive Zahl sein');
+    expect(error.message).toEqual(refusedWith('cache_lock ttl muss eine positive Zahl sein'));
   });
 });
 
@@ -583,7 +586,9 @@ describe('messages: a translator plugged in through overrides', () => {
       }),
     ]).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(BufferLockConfigError);
-    expect((error as BufferLockConfigError).message).toBe('[fr] buffer-lock.redis_ttl_invalid');
+    expect((error as BufferLockConfigError).message).toEqual(
+      refusedWith('[fr] buffer-lock.redis_ttl_invalid'),
+    );
   });
 
   it('renders lock errors, log lines and 409 bodies with the translator', async () => {

@@ -10,9 +10,9 @@ import {
   originalMethod,
   replaceMethod,
   returnsObservable,
+  type BufferLockDecorator,
 } from './method-metadata.js';
 import { failed, onSuccess } from './on-success.js';
-import type { SingleFlight } from './single-flight.decorator.js';
 
 /**
  * The entries `@CacheEvict` deletes: a key, keys (none when its `tags` say what to evict), or a function of the method's arguments (with
@@ -47,7 +47,7 @@ export type CacheEvictKeys<This = unknown, Args extends unknown[] = never[]> =
 export function CacheEvict<This, Args extends unknown[]>(
   keys: CacheEvictKeys<This, Args>,
   options: { tags?: CacheTagList<This, Args> } = {},
-): ReturnType<typeof SingleFlight> {
+): BufferLockDecorator<Args> {
   const messages = new BufferLockMessages();
   // No keys is fine when tags say what to evict.
   const tagsOnly = Array.isArray(keys) && keys.length === 0 && isPlainObject(options);
@@ -59,7 +59,7 @@ export function CacheEvict<This, Args extends unknown[]>(
     tags?: CacheTagList<This, Args>;
   };
 
-  return (target, propertyKey, descriptor) => {
+  return (target: object, propertyKey: string | symbol, descriptor: PropertyDescriptor): void => {
     const original = originalMethod<(this: This, ...args: Args) => unknown>(
       descriptor as never,
       propertyKey,

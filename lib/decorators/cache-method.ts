@@ -9,7 +9,6 @@ import {
   returnsObservable,
 } from './method-metadata.js';
 import { failed } from './on-success.js';
-import type { SingleFlight } from './single-flight.decorator.js';
 
 /**
  * `@Cached` and `@CachePut`: the method is checked where its class is defined (a whole value, and
@@ -25,7 +24,7 @@ export function cacheMethod<This, Args extends unknown[]>(
     original: (this: This, ...args: Args) => unknown,
     observable: boolean,
   ) => unknown,
-): ReturnType<typeof SingleFlight> {
+): (target: object, propertyKey: string | symbol, descriptor: PropertyDescriptor) => void {
   return (target, propertyKey, descriptor) => {
     const original = originalMethod<(this: This, ...args: Args) => unknown>(
       descriptor as never,

@@ -1,11 +1,16 @@
+import type { Observable } from 'rxjs';
 import { PUT } from '../cache/buffer-cache.service.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { BufferCacheOptions } from '../options/cache.options.js';
 import { cacheMethod } from './cache-method.js';
 import { callOptions, type CacheTagList } from './decorated-tags.js';
-import { checkArguments, keyOf, type SingleFlightKey } from './method-metadata.js';
+import {
+  checkArguments,
+  keyOf,
+  type BufferLockDecorator,
+  type SingleFlightKey,
+} from './method-metadata.js';
 import { onSuccess } from './on-success.js';
-import type { SingleFlight } from './single-flight.decorator.js';
 
 /**
  * Runs the method on every call and stores its value as the fresh entry of `key` (with no lock),
@@ -28,7 +33,7 @@ import type { SingleFlight } from './single-flight.decorator.js';
 export function CachePut<This, Args extends unknown[]>(
   key: SingleFlightKey<This, Args>,
   options: Omit<BufferCacheOptions, 'tags'> & { tags?: CacheTagList<This, Args> } = {},
-): ReturnType<typeof SingleFlight> {
+): BufferLockDecorator<Args, Promise<unknown> | Observable<unknown>> {
   const messages = new BufferLockMessages();
   checkArguments(messages, 'cache_put', key, options);
   const optionsOf = callOptions(options, messages);

@@ -2,8 +2,12 @@ import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { BufferCacheOptions } from '../options/cache.options.js';
 import { cacheMethod } from './cache-method.js';
 import { callOptions, type CacheTagList } from './decorated-tags.js';
-import { checkArguments, keyOf, type SingleFlightKey } from './method-metadata.js';
-import type { SingleFlight } from './single-flight.decorator.js';
+import {
+  checkArguments,
+  keyOf,
+  type BufferLockDecorator,
+  type SingleFlightKey,
+} from './method-metadata.js';
 
 /**
  * Caches the method's value under `key`, built once across every worker sharing one Redis (see
@@ -22,7 +26,7 @@ import type { SingleFlight } from './single-flight.decorator.js';
 export function Cached<This, Args extends unknown[]>(
   key: SingleFlightKey<This, Args>,
   options: Omit<BufferCacheOptions, 'tags'> & { tags?: CacheTagList<This, Args> } = {},
-): ReturnType<typeof SingleFlight> {
+): BufferLockDecorator<Args, Promise<unknown>> {
   const messages = new BufferLockMessages();
   checkArguments(messages, 'cached', key, options);
   const optionsOf = callOptions(options, messages);

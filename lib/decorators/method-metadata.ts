@@ -19,6 +19,39 @@ export type SingleFlightKey<This = unknown, Args extends unknown[] = never[]> =
   string | ((this: This, ...args: Args) => string);
 
 /** A decorator's argument refused; with `given`, the value it was given is shown beside the text. */
+/**
+ * What `@Cached`, `@CachePut`, `@CacheEvict` and `@SingleFlight` return: a method decorator that
+ * compiles only where it works. The method returns `Returns` (a Promise, for the cache
+ * decorators: a cached method is async); a key function takes the method's arguments (or fewer,
+ * or wider types); with `SkipWhenBusy` (`onBusy: 'skip'`), the method's result admits `undefined`,
+ * what a caller gets while another worker holds the lock.
+ *
+ * @example
+ * ```ts
+ * const decorate: BufferLockDecorator<[id: string], Promise<unknown>> = Cached((id: string) => id);
+ * ```
+ */
+export type BufferLockDecorator<
+  Args extends unknown[],
+  Returns = unknown,
+  SkipWhenBusy extends boolean = false,
+> = <M extends (...args: never) => Returns>(
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: TypedPropertyDescriptor<M> &
+    // A descriptor typed `any` (a decorator applied by hand) is not checked.
+    (0 extends 1 & M
+      ? unknown
+      : ((...args: Args) => string) extends (...args: Parameters<M>) => string
+        ? unknown
+        : { "the key function must take the method's arguments": never }) &
+    (SkipWhenBusy extends true
+      ? undefined extends Awaited<ReturnType<M>>
+        ? unknown
+        : { "with onBusy 'skip' the method's result must admit undefined": never }
+      : unknown),
+) => void;
+
 export function configError(
   messages: BufferLockMessages,
   property: string,

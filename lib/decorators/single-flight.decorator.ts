@@ -18,6 +18,7 @@ import {
   replaceMethod,
   returnsObservable,
   type SingleFlightKey,
+  type BufferLockDecorator,
 } from './method-metadata.js';
 
 const ENGINE: unique symbol = Symbol('BufferLock.engine');
@@ -36,19 +37,19 @@ const ENGINE: unique symbol = Symbol('BufferLock.engine');
  * }
  * ```
  */
-export function SingleFlight<This, Args extends unknown[]>(
+export function SingleFlight<
+  This,
+  Args extends unknown[],
+  const Options extends SingleFlightOptions = SingleFlightOptions,
+>(
   key: SingleFlightKey<This, Args>,
-  options: SingleFlightOptions = {},
-): <M extends (...args: never) => unknown>(
-  target: object,
-  propertyKey: string | symbol,
-  descriptor: TypedPropertyDescriptor<M>,
-) => void {
+  options: Options = {} as Options,
+): BufferLockDecorator<Args, unknown, Options extends { onBusy: 'skip' } ? true : false> {
   const messages = new BufferLockMessages();
   checkArguments(messages, 'single_flight', key, options);
   const own = resolveSingleFlightOptions(options, messages);
 
-  return (target, propertyKey, descriptor) => {
+  return (target: object, propertyKey: string | symbol, descriptor: PropertyDescriptor): void => {
     const original = originalMethod<(this: This, ...args: Args) => unknown>(
       descriptor as never,
       propertyKey,

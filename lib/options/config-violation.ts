@@ -1,6 +1,6 @@
 import type { ConfigValue, ConfigViolation } from '../errors/lock.error.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import type { MessageId } from '../messages/messages.catalog.js';
+import { ENGLISH_MESSAGES, type MessageId } from '../messages/messages.catalog.js';
 
 /** A broken rule: the catalog's text for `code`, then the values it read. */
 export function configViolation(
@@ -31,9 +31,24 @@ export function withValues(
       : value === 'undefined'
         ? 'option_not_given'
         : 'option_value_default';
-    return messages.render(id, { NAME: name, VALUE: value });
+    const words = id === 'option_not_given' ? ['NAME'] : ['NAME', 'VALUE'];
+    return fill(templateWith(messages, id, words), { NAME: name, VALUE: value });
   });
-  // One pass over the template, as render() does, without its cut: the rule's text stays whole.
-  const parts: Record<string, string> = { TEXT: text, VALUES: shown.join('; ') };
-  return messages.template('option_values').replace(/\b(TEXT|VALUES)\b/g, (w) => parts[w]!);
+  const template = templateWith(messages, 'option_values', ['TEXT', 'VALUES']);
+  return fill(template, { TEXT: text, VALUES: shown.join('; ') });
 }
+
+/** `id`'s template, or its English one where a translation lost one of `words`: nothing is dropped. */
+function templateWith(
+  messages: BufferLockMessages,
+  id: MessageId,
+  words: readonly string[],
+): string {
+  const template = messages.template(id);
+  const kept = words.every((word) => new RegExp(`\\b${word}\\b`).test(template));
+  return kept ? template : ENGLISH_MESSAGES[id];
+}
+
+// One pass over the template, as render() does, without its cut: the rule's text stays whole.
+const fill = (template: string, parts: Readonly<Record<string, string>>): string =>
+  template.replace(/\b[A-Z]+\b/g, (word) => (Object.hasOwn(parts, word) ? parts[word]! : word));

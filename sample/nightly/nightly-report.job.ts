@@ -14,7 +14,7 @@ export class NightlyReportJob {
   // onRedisError 'throw': with Redis down no machine runs it, rather than all of them.
   @Cron('0 3 * * *')
   @SingleFlight('nightly-report', { onBusy: 'skip', onRedisError: 'throw' })
-  async run(): Promise<'ran'> {
+  async run(): Promise<'ran' | undefined> {
     this.logger.log('building the nightly report');
     await sleep(100); // the lock is extended while this runs
     return 'ran';

@@ -127,7 +127,7 @@ class L1ItemsController {
   // The same entry and ttl as the BufferCache route, through the decorator (its own key).
   @Get('cached-l1/:id')
   @Cached('item-l1', { ttl: ENTRY_TTL_S })
-  cachedL1(): Item {
+  async cachedL1(): Promise<Item> {
     return build();
   }
 }

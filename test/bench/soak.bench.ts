@@ -108,7 +108,7 @@ class SoakWork {
   }
 
   @SingleFlight((key: string) => key, { onBusy: 'skip' })
-  async skipIfBusy(key: string): Promise<number> {
+  async skipIfBusy(key: string): Promise<number | undefined> {
     return tally.flight(key);
   }
 

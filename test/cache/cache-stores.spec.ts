@@ -10,6 +10,7 @@ import { dirname, join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import ts from 'typescript';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { refusedWith } from '../support/refused.js';
 import {
   BufferCache,
   BufferLockConfigError,
@@ -435,7 +436,7 @@ describe('bad cache options at bootstrap', () => {
       const config = error as BufferLockConfigError;
       expect(config.code).toBe(code);
       expect(config.violations.map((v) => v.code)).toEqual([code]);
-      expect(config.message).toBe(ENGLISH_MESSAGES[code]);
+      expect(config.message).toEqual(refusedWith(ENGLISH_MESSAGES[code]));
     });
   }
 

@@ -37,7 +37,7 @@ class FlightController {
 
   @Get('skip')
   @SingleFlight('busy', { onBusy: 'skip' })
-  async skip(): Promise<string> {
+  async skip(): Promise<string | undefined> {
     this.builds++;
     return 'built';
   }

@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { refusedWith } from '../support/refused.js';
 import {
   BufferLockConfigError,
   LockError,
@@ -85,7 +86,7 @@ describe('messages: each error’s id and English text', () => {
     ])('%s', (code, options, text) => {
       const error = thrownBy(options);
       expect(error).toBeInstanceOf(BufferLockConfigError);
-      expect(error).toMatchObject({ code, message: text });
+      expect(error).toMatchObject({ code, message: refusedWith(text) });
     });
   });
 
@@ -230,7 +231,7 @@ describe('messages: each error’s id and English text', () => {
       expect(error).toBeInstanceOf(BufferLockConfigError);
       expect(error).toMatchObject({
         code: 'redis_messages_invalid',
-        message: 'cache_lock messages must be an object of texts keyed by message id',
+        message: refusedWith('cache_lock messages must be an object of texts keyed by message id'),
       });
     });
 
@@ -241,8 +242,10 @@ describe('messages: each error’s id and English text', () => {
         'redis_client_invalid',
         'redis_messages_invalid',
       ]);
-      expect((error as BufferLockConfigError).message.split('\n')[0]).toBe(
-        'cache_lock redis must be an object with an eval() method or a code reference returning one',
+      expect((error as BufferLockConfigError).message.split('\n')[0]).toEqual(
+        refusedWith(
+          'cache_lock redis must be an object with an eval() method or a code reference returning one',
+        ),
       );
     });
   });
@@ -267,15 +270,15 @@ describe('messages: overrides (any characters, emoji included)', () => {
   it('apply to the errors new throws', () => {
     expect(thrownBy({ redis: 42, messages: overrides })).toMatchObject({
       code: 'redis_client_invalid',
-      message: overrides.redis_client_invalid,
+      message: refusedWith(overrides.redis_client_invalid),
     });
     expect(thrownBy({ redis: () => undefined, namespace: '', messages: overrides })).toMatchObject({
       code: 'redis_namespace_invalid',
-      message: overrides.redis_namespace_invalid,
+      message: refusedWith(overrides.redis_namespace_invalid),
     });
     expect(thrownBy({ redis: () => undefined, ttl: 0, messages: overrides })).toMatchObject({
       code: 'redis_ttl_invalid',
-      message: overrides.redis_ttl_invalid,
+      message: refusedWith(overrides.redis_ttl_invalid),
     });
   });
 

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
+import { refusedWith } from '../support/refused.js';
 import {
   BufferLockConfigError,
   ENGLISH_MESSAGES,
@@ -109,12 +110,19 @@ describe('new', () => {
       ['explicit undefined', { redis: undefined }],
     ])('%s throws with the exact text and code', (_, options) => {
       const error = configErrorOf(options);
-      expect(error.message).toBe(
-        'cache_lock redis must be an object with an eval() method or a code reference returning one',
+      expect(error.message).toEqual(
+        refusedWith(
+          'cache_lock redis must be an object with an eval() method or a code reference returning one',
+        ),
       );
       expect(error.code).toBe('redis_client_invalid');
       expect(error.violations).toEqual([
-        { property: 'redis', code: 'redis_client_invalid', message: error.message },
+        {
+          property: 'redis',
+          code: 'redis_client_invalid',
+          message: error.message,
+          values: [expect.objectContaining({ name: 'redis' })],
+        },
       ]);
     });
 
@@ -131,7 +139,7 @@ describe('new', () => {
       ['null', null],
     ])('%s throws with the exact text and code', (_, namespace) => {
       const error = configErrorOf({ redis: () => server.client(), namespace });
-      expect(error.message).toBe('cache_lock namespace must be a non-empty string');
+      expect(error.message).toEqual(refusedWith('cache_lock namespace must be a non-empty string'));
       expect(error.code).toBe('redis_namespace_invalid');
       expect(error.violations.map((v) => v.property)).toEqual(['namespace']);
     });
@@ -158,7 +166,9 @@ describe('new', () => {
       ['null', null],
     ])('%s throws with the exact text and code', (_, ttl) => {
       const error = configErrorOf({ redis: () => server.client(), ttl });
-      expect(error.message).toBe('cache_lock ttl must be a positive number of seconds');
+      expect(error.message).toEqual(
+        refusedWith('cache_lock ttl must be a positive number of seconds'),
+      );
       expect(error.code).toBe('redis_ttl_invalid');
       expect(error.violations.map((v) => v.property)).toEqual(['ttl']);
     });
@@ -262,21 +272,24 @@ describe('new', () => {
         {
           property: 'redis',
           code: 'redis_client_invalid',
-          message: ENGLISH_MESSAGES.redis_client_invalid,
+          message: `${ENGLISH_MESSAGES.redis_client_invalid} (redis: 1)`,
+          values: [{ name: 'redis', value: '1', isDefault: false }],
         },
         {
           property: 'namespace',
           code: 'redis_namespace_invalid',
-          message: ENGLISH_MESSAGES.redis_namespace_invalid,
+          message: `${ENGLISH_MESSAGES.redis_namespace_invalid} (namespace: "")`,
+          values: [{ name: 'namespace', value: '""', isDefault: false }],
         },
-        { property: 'ttl', code: 'redis_ttl_invalid', message: ENGLISH_MESSAGES.redis_ttl_invalid },
+        {
+          property: 'ttl',
+          code: 'redis_ttl_invalid',
+          message: `${ENGLISH_MESSAGES.redis_ttl_invalid} (ttl: 0)`,
+          values: [{ name: 'ttl', value: '0', isDefault: false }],
+        },
       ]);
       expect(error.code).toBe('redis_client_invalid');
-      expect(error.message.split('\n')).toEqual([
-        ENGLISH_MESSAGES.redis_client_invalid,
-        ENGLISH_MESSAGES.redis_namespace_invalid,
-        ENGLISH_MESSAGES.redis_ttl_invalid,
-      ]);
+      expect(error.message.split('\n')).toEqual(error.violations.map((v) => v.message));
     });
   });
 

@@ -321,3 +321,46 @@ describe('a CommonJS app that loads nestjs-buffer-lock/opentelemetry', () => {
     expect(seen.subscribedAfterStop).toBe(false);
   });
 });
+
+/** The one fenced block of `lang` in the section of `page` under `heading` (the page's first if none). */
+function fenced(page: string, lang: string, heading?: string): string {
+  let text = readFileSync(join(root, page), 'utf8');
+  if (heading) text = text.slice(text.indexOf(heading));
+  const match = new RegExp('```' + lang + '\\n([\\s\\S]*?)```\\n').exec(text);
+  if (!match) throw new Error(`no ${lang} block in ${page}`);
+  return match[1]!;
+}
+
+describe("a TypeScript project that installs the tarball, with docs/typescript.md's options", () => {
+  it('compiles the README quick start and a module passing an ioredis client, skipLibCheck off', () => {
+    const project = installApp(join(workDir, packed.filename), 'ts-app');
+    const tsconfig = fenced('docs/typescript.md', 'json');
+    expect(JSON.parse(tsconfig).compilerOptions.skipLibCheck).toBe(false);
+    writeFileSync(join(project, 'tsconfig.json'), tsconfig);
+    writeFileSync(join(project, 'package.json'), JSON.stringify({ type: 'module', private: true }));
+    // As in any Nest app: Node's own types.
+    mkdirSync(join(project, 'node_modules/@types'), { recursive: true });
+    symlinkSync(join(root, 'node_modules/@types/node'), join(project, 'node_modules/@types/node'));
+    mkdirSync(join(project, 'src'));
+    writeFileSync(join(project, 'src/main.ts'), fenced('README.md', 'ts', '## Quick start'));
+    writeFileSync(
+      join(project, 'src/client.ts'),
+      [
+        "import { Module } from '@nestjs/common';",
+        "import { Redis } from 'ioredis';",
+        "import { BufferLockModule } from 'nestjs-buffer-lock';",
+        '',
+        '@Module({',
+        "  imports: [BufferLockModule.forRoot({ redis: () => new Redis(process.env.REDIS_URL ?? '') })],",
+        '})',
+        'export class ClientModule {}',
+        '',
+      ].join('\n'),
+    );
+    const tsc = join(root, 'node_modules/typescript/bin/tsc');
+    const result = spawnSync(process.execPath, [tsc, '-p', project], { encoding: 'utf8' });
+    expect(result.stdout + result.stderr).toBe('');
+    expect(result.status).toBe(0);
+    expect(readdirSync(join(project, 'dist')).toSorted()).toEqual(['client.js', 'main.js']);
+  });
+});

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { refusedWith } from '../support/refused.js';
 import { fenceKey } from '../../lib/redis/keys.js';
 import { RedisLockService } from '../../lib/lock/redis-lock.service.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -25,7 +26,7 @@ describe('fencing: off by default', () => {
       expect.objectContaining({
         name: 'BufferLockConfigError',
         code: 'redis_fencing_invalid',
-        message: 'cache_lock fencing must be true or false',
+        message: refusedWith('cache_lock fencing must be true or false'),
       }),
     );
   });
