@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { Test } from '@nestjs/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -10,14 +9,12 @@ import {
 import { BUFFER_LOCK_OPTIONS } from '../../lib/options/buffer-lock.constants.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { AppModule } from './config-buffer-lock.js';
+import { docShowsRecipe } from './recipe.js';
 
 /**
  * The `@nestjs/config` recipe of docs/module-options.md, booted from environment variables: their
  * strings are seconds as the options read them, and a bad one is refused at bootstrap, naming it.
  */
-
-const recipePath = new URL('config-buffer-lock.ts', import.meta.url);
-const docPath = new URL('../../docs/module-options.md', import.meta.url);
 
 let server: RedisServer;
 beforeAll(async () => {
@@ -43,11 +40,8 @@ async function bootWith(env: Partial<Record<(typeof ENV)[number], string>>) {
 
 describe('the @nestjs/config recipe of docs/module-options.md', () => {
   it('is the module the test runs, word for word', () => {
-    const recipe = readFileSync(recipePath, 'utf8').replace(
-      "'../../lib/index.js'",
-      "'nestjs-buffer-lock'",
-    );
-    expect(readFileSync(docPath, 'utf8')).toContain('```ts\n' + recipe + '```\n');
+    const recipe = new URL('config-buffer-lock.ts', import.meta.url);
+    expect(docShowsRecipe(recipe, 'docs/module-options.md')).toBe(true);
   });
 
   it('boots from environment strings: they resolve to seconds, and the lock lives LOCK_TTL in Redis', async () => {

@@ -12,9 +12,8 @@ import {
   type LockGuard,
 } from '../../lib/index.js';
 import { translatedMessages, translations } from './i18n-buffer-lock-messages.js';
+import { docShowsRecipe } from './recipe.js';
 
-const recipePath = new URL('i18n-buffer-lock-messages.ts', import.meta.url);
-const docPath = new URL('../../docs/messages.md', import.meta.url);
 const french = JSON.parse(
   readFileSync(new URL('i18n/fr/buffer-lock.json', import.meta.url), 'utf8'),
 );
@@ -31,11 +30,8 @@ class ImportsController {
 
 describe('the nestjs-i18n recipe of docs/messages.md', () => {
   it('is the module the test runs, word for word', () => {
-    const recipe = readFileSync(recipePath, 'utf8').replace(
-      "'../../lib/index.js'",
-      "'nestjs-buffer-lock'",
-    );
-    expect(readFileSync(docPath, 'utf8')).toContain('```ts\n' + recipe + '```\n');
+    const recipe = new URL('i18n-buffer-lock-messages.ts', import.meta.url);
+    expect(docShowsRecipe(recipe, 'docs/messages.md')).toBe(true);
   });
 
   describe('in an app on memory:// while another worker holds the lock', () => {
