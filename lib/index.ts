@@ -31,5 +31,6 @@ export type { LockClient, RedisClientFactory } from './redis/client.js';
 export type { RedisScriptClient } from './types/clients.js';
 export { connectFailFast } from './redis/client-defaults.js';
 export type { ResultSerializer } from './serialization/result-serializer.js';
+export type { BufferLockTypes, Stored } from './serialization/stored.js';
 export { SingleFlightEngine } from './single-flight/single-flight.engine.js';
 export type { BufferCacheEvents, FlightLockLostEvent, SingleFlightEvents } from './types/events.js';

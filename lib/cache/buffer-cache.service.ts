@@ -13,6 +13,7 @@ import {
 import { within } from '../options/seconds.js';
 import { LocalFlights } from '../single-flight/local-flights.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
+import type { Stored } from '../serialization/stored.js';
 import { ThrottledLog } from '../single-flight/throttled-log.js';
 import {
   cacheChannel,
@@ -88,23 +89,24 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
 
   /**
    * The cached value of `key`, or the factory's, built once across the fleet and stored. Rejects
-   * with the factory's error when there is no entry to fall back on.
+   * with the factory's error when there is no entry to fall back on. The value is typed as it
+   * comes back through the serializer (`Stored<T>`), in every worker alike.
    */
   getOrSet<T>(
     key: string,
     factory: () => T | Promise<T>,
     options?: BufferCacheOptions,
-  ): Promise<Awaited<T>> {
-    return this[LOOKUP](key, factory, options).then((lookup) => lookup.value);
+  ): Promise<Stored<Awaited<T>>> {
+    return this[LOOKUP](key, factory, options).then((lookup) => lookup.value as Stored<Awaited<T>>);
   }
 
   /** The value of `key` while its entry may be served (fresh or within `grace`), else `undefined`. */
-  async get<T = unknown>(key: string): Promise<T | undefined> {
+  async get<T = unknown>(key: string): Promise<Stored<T> | undefined> {
     key = spaced(key);
     const lockKey = this.lockKeyOf(key);
     const entry =
       this.entries.local(key) ?? (await this.entries.lookup(key, lockKey, undefined, true)).entry;
-    return entry && this.now() < entry.staleUntil ? (entry.value as T) : undefined;
+    return entry && this.now() < entry.staleUntil ? (entry.value as Stored<T>) : undefined;
   }
 
   /** Stores `value` under `key` as a fresh entry, with no lock. */

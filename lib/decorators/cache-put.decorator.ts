@@ -33,7 +33,7 @@ import { onSuccess } from './on-success.js';
 export function CachePut<This, Args extends unknown[]>(
   key: SingleFlightKey<This, Args>,
   options: Omit<BufferCacheOptions, 'tags'> & { tags?: CacheTagList<This, Args> } = {},
-): BufferLockDecorator<Args, Promise<unknown> | Observable<unknown>> {
+): BufferLockDecorator<Args, Promise<unknown> | Observable<unknown>, false, true> {
   const messages = new BufferLockMessages();
   checkArguments(messages, 'cache_put', key, options);
   const optionsOf = callOptions(options, messages);

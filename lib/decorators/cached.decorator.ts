@@ -26,7 +26,7 @@ import {
 export function Cached<This, Args extends unknown[]>(
   key: SingleFlightKey<This, Args>,
   options: Omit<BufferCacheOptions, 'tags'> & { tags?: CacheTagList<This, Args> } = {},
-): BufferLockDecorator<Args, Promise<unknown>> {
+): BufferLockDecorator<Args, Promise<unknown>, false, true> {
   const messages = new BufferLockMessages();
   checkArguments(messages, 'cached', key, options);
   const optionsOf = callOptions(options, messages);

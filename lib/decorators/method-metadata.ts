@@ -1,10 +1,12 @@
 import { Inject, Optional, StreamableFile } from '@nestjs/common';
 import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants.js';
+import type { Observable } from 'rxjs';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import type { MessageId } from '../messages/messages.catalog.js';
 import { configViolation } from '../options/config-violation.js';
 import { shownValue } from '../options/shown-value.js';
+import type { Stored } from '../serialization/stored.js';
 
 /**
  * The key of a decorated method: a string, or a function of the method's arguments (with `this`
@@ -18,13 +20,14 @@ import { shownValue } from '../options/shown-value.js';
 export type SingleFlightKey<This = unknown, Args extends unknown[] = never[]> =
   string | ((this: This, ...args: Args) => string);
 
-/** A decorator's argument refused; with `given`, the value it was given is shown beside the text. */
 /**
  * What `@Cached`, `@CachePut`, `@CacheEvict` and `@SingleFlight` return: a method decorator that
  * compiles only where it works. The method returns `Returns` (a Promise, for the cache
  * decorators: a cached method is async); a key function takes the method's arguments (or fewer,
  * or wider types); with `SkipWhenBusy` (`onBusy: 'skip'`), the method's result admits `undefined`,
- * what a caller gets while another worker holds the lock.
+ * what a caller gets while another worker holds the lock; with `Serialized` (a value that goes
+ * through the serializer: `@Cached`, `@CachePut`, `@SingleFlight` with `share`), the method's
+ * result is declared as what comes back, `Stored<T>` (a `Date` as `string`, say).
  *
  * @example
  * ```ts
@@ -35,6 +38,7 @@ export type BufferLockDecorator<
   Args extends unknown[],
   Returns = unknown,
   SkipWhenBusy extends boolean = false,
+  Serialized extends boolean = false,
 > = <M extends (...args: never) => Returns>(
   target: object,
   propertyKey: string | symbol,
@@ -49,9 +53,20 @@ export type BufferLockDecorator<
       ? undefined extends Awaited<ReturnType<M>>
         ? unknown
         : { "with onBusy 'skip' the method's result must admit undefined": never }
+      : unknown) &
+    (Serialized extends true
+      ? // What a caller gets a value of: an Observable's values, or the awaited result.
+        (ReturnType<M> extends Observable<infer V> ? V : Awaited<ReturnType<M>>) extends infer R
+        ? [Stored<R>] extends [R]
+          ? unknown
+          : {
+              "the method's result comes back through the serializer: declare it as Stored<T>": never;
+            }
+        : unknown
       : unknown),
 ) => void;
 
+/** A decorator's argument refused; with `given`, the value it was given is shown beside the text. */
 export function configError(
   messages: BufferLockMessages,
   property: string,

@@ -44,7 +44,12 @@ export function SingleFlight<
 >(
   key: SingleFlightKey<This, Args>,
   options: Options = {} as Options,
-): BufferLockDecorator<Args, unknown, Options extends { onBusy: 'skip' } ? true : false> {
+): BufferLockDecorator<
+  Args,
+  unknown,
+  Options extends { onBusy: 'skip' } ? true : false,
+  Options extends { share: true } ? true : false
+> {
   const messages = new BufferLockMessages();
   checkArguments(messages, 'single_flight', key, options);
   const own = resolveSingleFlightOptions(options, messages);

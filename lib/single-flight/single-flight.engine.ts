@@ -25,6 +25,7 @@ import { LocalFlights } from './local-flights.js';
 import { LockedRun, type FlightHooks } from './locked-run.js';
 import { ReleaseWait } from './release-wait.js';
 import { SharedResultStore } from './shared-result.js';
+import type { Stored } from '../serialization/stored.js';
 import { ThrottledLog } from './throttled-log.js';
 
 /** The engine's flight across processes with hooks: for the cache. */
@@ -179,13 +180,14 @@ export class SingleFlightEngine extends EventEmitter<SingleFlightEvents> {
    * Runs `work` as the single flight of `cacheKey` and resolves to its value, or rejects with its
    * error; a caller that joined a flight in progress gets that flight's outcome. `'skip'` resolves
    * `undefined` without running it. An Observable that `work` returns holds the lock until it
-   * completes, errors or is unsubscribed.
+   * completes, errors or is unsubscribed. With `share`, a caller of another worker gets the value
+   * as it comes back through the serializer (`Stored<T>`).
    */
   run<T>(
     cacheKey: string,
     work: () => T,
     options?: SingleFlightOptions,
-  ): Promise<Awaited<T> | undefined> {
+  ): Promise<Awaited<T> | Stored<Awaited<T>> | undefined> {
     let settings: SingleFlightSettings;
     try {
       if (this.closing) throw this.closed();

@@ -1,3 +1,4 @@
+import { deserialize, serialize } from 'node:v8';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -245,6 +246,21 @@ describe('a miss returns what a hit will: the value as the serializer gives it b
     expect(first.at).toBeInstanceOf(Date);
     expect(first.at).not.toBe(at);
     expect(second).toStrictEqual(first);
+  });
+
+  it("with node:v8's structured serialization (docs/cache.md), a Date, a Map and a BigInt come back as they were", async () => {
+    const serializer: ResultSerializer = {
+      serialize: (value) => serialize(value).toString('base64'),
+      deserialize: (text) => deserialize(Buffer.from(text, 'base64')),
+    };
+    const { cache } = worker({ serializer });
+    const k = key();
+    const value = { at: new Date(0), counts: new Map([['a', 1n]]) };
+    const first = await cache.getOrSet(k, () => value);
+    const second = await cache.getOrSet(k, () => ({ at: new Date(1), counts: new Map() }));
+    expect(first).not.toBe(value);
+    expect(first).toStrictEqual(value);
+    expect(second).toStrictEqual(value);
   });
 });
 

@@ -121,7 +121,7 @@ class Drafts {
     return from(gate.promise).pipe(
       mergeMap(() => {
         if (fail) throw new Error('the database refused');
-        return from(names.map((name) => ({ name, at: new Date(0), build: 0 })));
+        return from(names.map((name) => ({ name, at: new Date(0) as Date | string, build: 0 })));
       }),
     );
   }

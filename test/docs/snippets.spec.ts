@@ -72,7 +72,7 @@ const compilerOptions = {
   noEmit: true,
 };
 
-let workDir: string;
+const workDirs: string[] = [];
 /** tsc's diagnostics, by snippet module. */
 const errors = new Map<string, string[]>();
 const OUTSIDE = '(outside the snippets)';
@@ -80,11 +80,23 @@ const OUTSIDE = '(outside the snippets)';
 const checked = new Set<string>();
 
 /**
+ * A snippet that augments the package's types (`declare module 'nestjs-buffer-lock'`) changes
+ * them for its whole program, as it would in an app: it compiles in a program of its own.
+ */
+const augments = (snippet: Snippet): boolean =>
+  snippet.code.includes("declare module 'nestjs-buffer-lock'");
+const programs: Snippet[][] = [
+  snippets.filter((snippet) => !augments(snippet)),
+  ...snippets.filter(augments).map((snippet) => [snippet]),
+];
+
+/**
  * A project whose node_modules has the package (a link to this repository, so its `exports`
  * and dist/ types) beside links to every package of this repository's node_modules.
  */
-function makeProject(): string {
+function makeProject(group: readonly Snippet[]): string {
   const dir = mkdtempSync(join(tmpdir(), 'buffer-lock-snippets-'));
+  workDirs.push(dir);
   const modules = join(dir, 'node_modules');
   mkdirSync(join(dir, 'snippets'), { recursive: true });
   mkdirSync(modules);
@@ -98,17 +110,15 @@ function makeProject(): string {
     join(dir, 'tsconfig.json'),
     JSON.stringify({ compilerOptions, include: ['snippets/*.ts'] }, null, 2),
   );
-  for (const snippet of snippets)
-    writeFileSync(join(dir, 'snippets', snippet.module), snippet.code);
+  for (const snippet of group) writeFileSync(join(dir, 'snippets', snippet.module), snippet.code);
   return dir;
 }
 
-beforeAll(() => {
-  ensureBuilt();
-  workDir = makeProject();
+/** Compiles `group` in a project of its own, noting what tsc read and said, by snippet. */
+function compile(group: readonly Snippet[]): void {
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
   const args = [tsc, '-p', 'tsconfig.json', '--pretty', 'false', '--listFiles'];
-  const result = spawnSync(process.execPath, args, { cwd: workDir, encoding: 'utf8' });
+  const result = spawnSync(process.execPath, args, { cwd: makeProject(group), encoding: 'utf8' });
   if (result.error) throw result.error;
   for (const line of result.stdout.split('\n')) {
     const listed = /\/snippets\/([^/]+\.ts)$/.exec(line);
@@ -123,14 +133,19 @@ beforeAll(() => {
       continue;
     }
     const [, module = '', row = '0', column, text] = found;
-    const snippet = snippets.find((s) => s.module === module);
+    const snippet = group.find((s) => s.module === module);
     const where = snippet ? `${snippet.file}:${snippet.line + Number(row)}:${column}` : module;
     errors.set(module, [...(errors.get(module) ?? []), `${where} ${text}`]);
   }
-}, 120_000);
+}
+
+beforeAll(() => {
+  ensureBuilt();
+  for (const group of programs) compile(group);
+}, 180_000);
 
 afterAll(() => {
-  if (workDir) rmSync(workDir, { recursive: true, force: true });
+  for (const dir of workDirs) rmSync(dir, { recursive: true, force: true });
 });
 
 describe('the TypeScript snippets of README.md and docs/', () => {
