@@ -72,11 +72,21 @@ const compilerOptions = {
   noEmit: true,
 };
 
+/**
+ * The HTTP platforms a snippet must compile on: each program's node_modules lacks the other
+ * platform's packages, so a snippet that leans on one platform's types fails on the other.
+ */
+const PLATFORMS = {
+  Express: ['@nestjs/platform-fastify', 'fastify', '@fastify', 'fastify-plugin'],
+  Fastify: ['@nestjs/platform-express', 'express'],
+} as const;
+type PlatformName = keyof typeof PLATFORMS;
+
 const workDirs: string[] = [];
-/** tsc's diagnostics, by snippet module. */
+/** tsc's diagnostics, by platform and snippet module (`Express:readme-12.ts`). */
 const errors = new Map<string, string[]>();
 const OUTSIDE = '(outside the snippets)';
-/** The snippet modules tsc read. */
+/** The snippet modules tsc read, by platform. */
 const checked = new Set<string>();
 
 /**
@@ -94,16 +104,25 @@ const programs: Snippet[][] = [
  * A project whose node_modules has the package (a link to this repository, so its `exports`
  * and dist/ types) beside links to every package of this repository's node_modules.
  */
-function makeProject(group: readonly Snippet[]): string {
+function makeProject(group: readonly Snippet[], platform: PlatformName): string {
   const dir = mkdtempSync(join(tmpdir(), 'buffer-lock-snippets-'));
   workDirs.push(dir);
   const modules = join(dir, 'node_modules');
   mkdirSync(join(dir, 'snippets'), { recursive: true });
   mkdirSync(modules);
   symlinkSync(root, join(modules, 'nestjs-buffer-lock'), 'dir');
+  const left: readonly string[] = PLATFORMS[platform];
   for (const name of readdirSync(join(root, 'node_modules'))) {
-    if (name.startsWith('.')) continue;
-    symlinkSync(join(root, 'node_modules', name), join(modules, name), 'dir');
+    if (name.startsWith('.') || left.includes(name)) continue;
+    if (!name.startsWith('@')) {
+      symlinkSync(join(root, 'node_modules', name), join(modules, name), 'dir');
+      continue;
+    }
+    mkdirSync(join(modules, name));
+    for (const scoped of readdirSync(join(root, 'node_modules', name))) {
+      if (left.includes(`${name}/${scoped}`)) continue;
+      symlinkSync(join(root, 'node_modules', name, scoped), join(modules, name, scoped), 'dir');
+    }
   }
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module', private: true }));
   writeFileSync(
@@ -115,34 +134,41 @@ function makeProject(group: readonly Snippet[]): string {
 }
 
 /** Compiles `group` in a project of its own, noting what tsc read and said, by snippet. */
-function compile(group: readonly Snippet[]): void {
+function compile(group: readonly Snippet[], platform: PlatformName): void {
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
   const args = [tsc, '-p', 'tsconfig.json', '--pretty', 'false', '--listFiles'];
-  const result = spawnSync(process.execPath, args, { cwd: makeProject(group), encoding: 'utf8' });
+  const result = spawnSync(process.execPath, args, {
+    cwd: makeProject(group, platform),
+    encoding: 'utf8',
+  });
   if (result.error) throw result.error;
   for (const line of result.stdout.split('\n')) {
     const listed = /\/snippets\/([^/]+\.ts)$/.exec(line);
     if (listed) {
-      checked.add(listed[1]!);
+      checked.add(`${platform}:${listed[1]!}`);
       continue;
     }
     if (line.startsWith('/')) continue; // another file tsc read
     const found = /^snippets\/([^(]+)\((\d+),(\d+)\): (.*)$/.exec(line);
     if (!found) {
-      if (line.trim()) errors.set(OUTSIDE, [...(errors.get(OUTSIDE) ?? []), line]);
+      if (line.trim())
+        errors.set(OUTSIDE, [...(errors.get(OUTSIDE) ?? []), `${platform}: ${line}`]);
       continue;
     }
     const [, module = '', row = '0', column, text] = found;
     const snippet = group.find((s) => s.module === module);
     const where = snippet ? `${snippet.file}:${snippet.line + Number(row)}:${column}` : module;
-    errors.set(module, [...(errors.get(module) ?? []), `${where} ${text}`]);
+    const key = `${platform}:${module}`;
+    errors.set(key, [...(errors.get(key) ?? []), `${where} ${text}`]);
   }
 }
 
 beforeAll(() => {
   ensureBuilt();
-  for (const group of programs) compile(group);
-}, 180_000);
+  for (const platform of Object.keys(PLATFORMS) as PlatformName[]) {
+    for (const group of programs) compile(group, platform);
+  }
+}, 300_000);
 
 afterAll(() => {
   for (const dir of workDirs) rmSync(dir, { recursive: true, force: true });
@@ -166,10 +192,12 @@ describe('the TypeScript snippets of README.md and docs/', () => {
   });
 
   it.each(snippets.map((snippet) => [snippet.place, snippet] as const))(
-    '%s compiles against the built package',
+    '%s compiles against the built package, with Express alone and with Fastify alone',
     (_place, snippet) => {
-      expect(checked).toContain(snippet.module);
-      expect(errors.get(snippet.module) ?? []).toEqual([]);
+      for (const platform of Object.keys(PLATFORMS)) {
+        expect(checked).toContain(`${platform}:${snippet.module}`);
+        expect(errors.get(`${platform}:${snippet.module}`) ?? []).toEqual([]);
+      }
     },
   );
 });
