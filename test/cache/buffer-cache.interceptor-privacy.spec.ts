@@ -323,10 +323,10 @@ describe.each(PLATFORMS)('BufferCacheInterceptor on $name: what is shared', (pla
     });
 
     it("supertest's request(app.getHttpServer()), a new port per request, gets its hits", async () => {
-      const server = app.nest.getHttpServer() as Parameters<typeof request>[0];
+      const httpServer = app.nest.getHttpServer() as Parameters<typeof request>[0];
       const replies = [
-        await request(server).get('/profile?v=supertest'),
-        await request(server).get('/profile?v=supertest'),
+        await request(httpServer).get('/profile?v=supertest'),
+        await request(httpServer).get('/profile?v=supertest'),
       ];
       expect(replies.map((reply) => reply.headers['x-cache'])).toEqual(['MISS', 'HIT']);
     });

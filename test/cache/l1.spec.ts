@@ -251,9 +251,9 @@ describe('l1 on a Redis Cluster', () => {
     cluster = await startRedisCluster();
   }, 60_000);
   afterAll(() => cluster?.stop());
+  const clusterClient = (): Redis => cluster.client() as unknown as Redis;
 
   it('a set() in one worker drops the copy of a worker on its own Cluster client', async () => {
-    const clusterClient = (): Redis => cluster.client() as unknown as Redis;
     const a = worker({ l1: { maxAge: 60 } }, { client: clusterClient });
     const b = worker({ l1: { maxAge: 60 } }, { client: clusterClient });
     // Without l1 it announces nothing: b still serving v1 after its write shows b holds a copy.

@@ -69,9 +69,8 @@ const lockHeld = async (): Promise<boolean> =>
   (await admin.keys('test:wins:*')).some((k) => !k.includes('}'));
 
 for (const where of ['the built-in store', 'a Keyv store'] as const) {
+  const store = (): object | undefined => (where === 'a Keyv store' ? keyvStore() : undefined);
   describe(`on ${where}`, () => {
-    const store = (): object | undefined => (where === 'a Keyv store' ? keyvStore() : undefined);
-
     it('delete() while a build is in flight: its value is not stored, the next call builds afresh', async () => {
       const shared = store();
       const [a, b] = [worker(shared), worker(shared)];

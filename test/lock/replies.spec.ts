@@ -160,8 +160,8 @@ describe('replies a client should never give', () => {
     async (_n, reply) => {
       const client: RedisScriptClient = {
         // The lock is taken, there is no entry, and the release script answers `reply`.
-        eval: (script: string) =>
-          Promise.resolve(script.includes("'NX'") ? 1 : script.includes('SPUBLISH') ? reply : null),
+        eval: (source: string) =>
+          Promise.resolve(source.includes("'NX'") ? 1 : source.includes('SPUBLISH') ? reply : null),
       };
       const lock = new RedisLockService({ redis: client, namespace: NS });
       const silent = { log() {}, warn() {}, error() {} };

@@ -1,3 +1,4 @@
+import type { INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { createServer, type Server, type Socket } from 'node:net';
 import { inspect } from 'node:util';
@@ -42,7 +43,7 @@ const shows = (error: unknown): string => `${inspect(error, { depth: 20 })} ${St
 async function failure(url: string): Promise<LockError> {
   const error: unknown = await connectFailFast(url).then(
     (client) => (client.disconnect(), undefined),
-    (error: unknown) => error,
+    (refused: unknown) => refused,
   );
   expect(error).toBeInstanceOf(LockError);
   return error as LockError;
@@ -90,16 +91,16 @@ describe('connectFailFast says why and where a connection failed', () => {
   });
 });
 
-describe('a module whose Redis cannot be reached at startup', () => {
-  async function boot(redis: string, logger: MemoryLogger) {
-    const ref = await Test.createTestingModule({
-      imports: [BufferLockModule.forRoot({ redis, logger, namespace: 'unreachable:' })],
-    }).compile();
-    const app = ref.createNestApplication({ logger: false });
-    await app.init();
-    return app;
-  }
+async function boot(redis: string, logger: MemoryLogger): Promise<INestApplication> {
+  const ref = await Test.createTestingModule({
+    imports: [BufferLockModule.forRoot({ redis, logger, namespace: 'unreachable:' })],
+  }).compile();
+  const app = ref.createNestApplication({ logger: false });
+  await app.init();
+  return app;
+}
 
+describe('a module whose Redis cannot be reached at startup', () => {
   it('boots, warns once with the cause, and fails open', async () => {
     const port = await freePort();
     const logger = new MemoryLogger();
