@@ -4,7 +4,7 @@ import { ACQUIRE_UNLESS_FOUND, RELEASE_WRITING } from '../lock/redis-lock.servic
 import { errorText } from '../messages/error-text.js';
 import type { CacheSettings } from '../options/cache.options.js';
 import { entryAndClaim, slotKey } from '../redis/keys.js';
-import { carriedPayload, claimLock, writeOutdating } from '../redis/lock-commands.js';
+import { carriedPayload, claimLock } from '../redis/lock-commands.js';
 import { JSON_RESULT_SERIALIZER } from '../serialization/result-serializer.js';
 import type { RedisScriptClient } from '../types/clients.js';
 import { lockChannel } from '../telemetry/channels.js';
@@ -15,7 +15,8 @@ import { EntryCodec, ttlMsOf, type CacheEntry } from './entry-codec.js';
 import { CopyAnnouncer } from './copy-announcer.js';
 import { InvalidationBus } from './invalidation-bus.js';
 import { LocalTier } from './local-tier.js';
-import { TagVersions, type TagStamp } from './tag-versions.js';
+import { outdatingWrite, writeFailed } from './outdating-write.js';
+import { DEFAULT_TRUST_SECONDS, TagVersions, type TagStamp } from './tag-versions.js';
 
 export type { CacheEntry } from './entry-codec.js';
 
@@ -54,13 +55,14 @@ export class EntryStore {
   private readonly tier: LocalTier<CacheEntry> | undefined;
   private readonly tags: TagVersions;
   private readonly copies: CopyAnnouncer;
+  private readonly client: () => Promise<RedisScriptClient>;
 
   constructor(
     private readonly parts: CacheParts,
     cache: object | undefined,
   ) {
     const { lock, options, now, messages } = parts;
-    const client = (): Promise<RedisScriptClient> => lock.getClient();
+    const client = (this.client = (): Promise<RedisScriptClient> => lock.getClient());
     this.store = cache
       ? ownStore(cache, options.storeTimeout, messages)
       : new RedisCacheStore(client);
@@ -110,7 +112,7 @@ export class EntryStore {
       return await this.versions(tags);
     } catch (error) {
       await this.delete(key, lockKey);
-      this.writeFailed(error);
+      writeFailed(this.parts.messages, error);
     }
   }
 
@@ -226,68 +228,41 @@ export class EntryStore {
    * when the store took it and nothing was heard since before the write. It outdates the build in
    * flight on the key (its release then stores nothing); rejects when the store refuses it.
    */
-  async write(
+  write(
     key: string,
     lockKey: string,
     text: string,
     settings: CacheSettings,
     kept?: CacheEntry,
   ): Promise<void> {
-    const storeKey = this.keyOf(key, lockKey);
-    const before = this.tier ? this.bus.mark() : undefined;
-    const ttlMs = ttlMsOf(settings);
-    let failure: unknown;
-    await this.outdating(lockKey, storeKey, text, ttlMs).catch((error: unknown) => {
-      failure = error;
-    });
-    // A read under way began before this write: a lookup after it reads again.
-    this.reading.delete(storeKey);
-    await this.copies.announced(key, failure === undefined ? kept : undefined, before);
-    if (failure !== undefined) this.writeFailed(failure);
+    return this.replace(key, lockKey, text, ttlMsOf(settings), kept);
   }
 
   /** Deletes the entry and outdates the build in flight on the key, if any. */
-  async delete(key: string, lockKey: string): Promise<void> {
-    const storeKey = this.keyOf(key, lockKey);
-    let failure: unknown;
-    await this.outdating(lockKey, storeKey, undefined, 0).catch((error: unknown) => {
-      failure = error;
-    });
-    this.reading.delete(storeKey);
-    await this.copies.announced(key);
-    if (failure !== undefined) this.writeFailed(failure);
+  delete(key: string, lockKey: string): Promise<void> {
+    return this.replace(key, lockKey, undefined, 0);
   }
 
-  /** A write or delete the store refused: its caller cannot take it as done. */
-  private writeFailed(error: unknown): never {
-    const text = this.parts.messages.render('cache_write_failed', { ERROR: errorText(error) });
-    throw new LockError('cache_write_failed', text, { cause: error });
-  }
-
-  /**
-   * One script on the built-in store. On another store the build is outdated first, then the
-   * entry written: a build whose release came before the mark is overwritten by this write, and
-   * one whose release comes after it deletes what it wrote (`writeAndRelease`).
-   */
-  private async outdating(
+  private async replace(
+    key: string,
     lockKey: string,
-    storeKey: string,
     text: string | undefined,
     ttlMs: number,
+    kept?: CacheEntry,
   ): Promise<void> {
-    const client = (): Promise<RedisScriptClient> => this.parts.lock.getClient();
-    if (this.builtIn)
-      return void (await writeOutdating(await client(), lockKey, storeKey, text, ttlMs));
-    const marking = (async () => writeOutdating(await client(), lockKey))();
-    const unmarked = await marking.then(
-      () => undefined,
-      (error: unknown) => ({ error }),
+    const storeKey = this.keyOf(key, lockKey);
+    const before = this.tier ? this.bus.mark() : undefined;
+    const own = this.builtIn ? undefined : this.store;
+    let failure: unknown;
+    await outdatingWrite(this.client, own, lockKey, storeKey, text, ttlMs).catch(
+      (error: unknown) => {
+        failure = error;
+      },
     );
-    if (text === undefined) await this.store.delete(storeKey);
-    else await this.store.set(storeKey, text, ttlMs);
-    // Without the mark a build in flight could store its older value after this write: the store
-    // is written all the same, and the caller told.
-    if (unmarked) throw unmarked.error;
+    // A read under way began before this write: a lookup after it reads again.
+    this.reading.delete(storeKey);
+    await this.copies.announced(key, failure === undefined ? kept : undefined, before);
+    if (failure !== undefined) writeFailed(this.parts.messages, failure);
   }
 
   /** Releases the build's lock and its claim, storing nothing. */
@@ -353,6 +328,3 @@ export class EntryStore {
     log.error('cache_store_failed', line);
   }
 }
-
-/** Seconds a tag version is trusted without `l1` (with it, its `maxAge`). */
-const DEFAULT_TRUST_SECONDS = 5;

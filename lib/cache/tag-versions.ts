@@ -16,6 +16,9 @@ export interface TagVersionsParts {
   readonly trustMs: number;
 }
 
+/** Seconds a version is trusted without `l1` (with it, its `maxAge`). */
+export const DEFAULT_TRUST_SECONDS = 5;
+
 /** Tags whose versions are remembered at most; the oldest goes first. */
 const MAX_KNOWN = 10_000;
 /**
