@@ -11,9 +11,9 @@ import {
   type HttpCacheOptionsDto,
 } from '../options/cache.options.js';
 import { within } from '../options/seconds.js';
+import type { Stored } from '../serialization/stored.js';
 import { LocalFlights } from '../single-flight/local-flights.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
-import type { Stored } from '../serialization/stored.js';
 import { ThrottledLog } from '../single-flight/throttled-log.js';
 import {
   cacheChannel,

@@ -12,7 +12,7 @@
  * }
  * ```
  */
-// eslint-disable-next-line @typescript-eslint/no-empty-interface -- augmented by apps
+// Empty here: apps add to it (declaration merging).
 export interface BufferLockTypes {}
 
 /**

@@ -9,6 +9,7 @@ import {
   type SingleFlightOptions,
   type SingleFlightSettings,
 } from '../options/single-flight.options.js';
+import type { Stored } from '../serialization/stored.js';
 import { CallSettings } from './call-settings.js';
 import {
   breakerChannel,
@@ -25,7 +26,6 @@ import { LocalFlights } from './local-flights.js';
 import { LockedRun, type FlightHooks } from './locked-run.js';
 import { ReleaseWait } from './release-wait.js';
 import { SharedResultStore } from './shared-result.js';
-import type { Stored } from '../serialization/stored.js';
 import { ThrottledLog } from './throttled-log.js';
 
 /** The engine's flight across processes with hooks: for the cache. */
