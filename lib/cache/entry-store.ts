@@ -16,6 +16,7 @@ import { CopyAnnouncer } from './copy-announcer.js';
 import { InvalidationBus } from './invalidation-bus.js';
 import { LocalTier } from './local-tier.js';
 import { outdatingWrite, writeFailed } from './outdating-write.js';
+import { RefusedDeletes } from './refused-deletes.js';
 import { DEFAULT_TRUST_SECONDS, TagVersions, type TagStamp } from './tag-versions.js';
 
 export type { CacheEntry } from './entry-codec.js';
@@ -56,6 +57,7 @@ export class EntryStore {
   private readonly tags: TagVersions;
   private readonly copies: CopyAnnouncer;
   private readonly client: () => Promise<RedisScriptClient>;
+  private readonly refused: RefusedDeletes;
 
   constructor(
     private readonly parts: CacheParts,
@@ -67,6 +69,7 @@ export class EntryStore {
       ? ownStore(cache, options.storeTimeout, messages)
       : new RedisCacheStore(client);
     this.builtIn = this.store instanceof RedisCacheStore;
+    this.refused = new RefusedDeletes(this.store, now);
     const serializer = options.serializer ?? JSON_RESULT_SERIALIZER;
     this.codec = new EntryCodec({ serializer, messages, log: parts.log, now });
     const prefix = options.cachePrefix;
@@ -190,7 +193,10 @@ export class EntryStore {
         // Unreadable here as in the store: read it, and say so there.
       }
     }
-    const read = await this.guarded(() => this.store.get(this.keyOf(key, lockKey)));
+    const storeKey = this.keyOf(key, lockKey);
+    // An outdated build's value that the store would not delete yet: a miss here.
+    if (this.refused.has(storeKey)) return undefined;
+    const read = await this.guarded(() => this.store.get(storeKey));
     return this.codec.stored(read, key);
   }
 
@@ -261,6 +267,7 @@ export class EntryStore {
     );
     // A read under way began before this write: a lookup after it reads again.
     this.reading.delete(storeKey);
+    if (failure === undefined) this.refused.settled(storeKey);
     await this.copies.announced(key, failure === undefined ? kept : undefined, before);
     if (failure !== undefined) writeFailed(this.parts.messages, failure);
   }
@@ -302,9 +309,18 @@ export class EntryStore {
     const ttlMs = ttlMsOf(settings);
     const write = { prefix, payload: text, ttlMs, carried: 'entry' as const, claimed: true };
     const [confirmed, error] = await lock[RELEASE_WRITING](guard, write);
-    if (!confirmed && !this.builtIn) await this.guarded(() => this.store.delete(storeKey));
+    if (confirmed) this.refused.settled(storeKey);
+    else if (!this.builtIn) await this.deleteOutdated(storeKey, ttlMs);
     await this.copies.announced(key);
     return { error, written: confirmed && stored, outdated: !confirmed && !error };
+  }
+
+  private async deleteOutdated(storeKey: string, ttlMs: number): Promise<void> {
+    const deleting = async (): Promise<true> => {
+      await this.store.delete(storeKey);
+      return true;
+    };
+    if (!(await this.guarded(deleting))) this.refused.add(storeKey, this.parts.now() + ttlMs);
   }
 
   private keyOf(key: string, lockKey: string): string {

@@ -296,6 +296,41 @@ describe("a build whose lock's Redis fails before its release", () => {
   });
 });
 
+describe("a store of its own that refuses to delete an outdated build's value", () => {
+  it('deletes it again once the store takes it, and meanwhile the worker reads the key as a miss', async () => {
+    const { store, memory } = mapStore();
+    let refusing = false;
+    const fragile: BufferCacheStore = {
+      ...store,
+      delete: (k) => {
+        if (refusing) throw new Error('store unavailable');
+        return store.delete(k);
+      },
+    };
+    const logger = new MemoryLogger();
+    const lock = new RedisLockService({ redis: () => server.client(), namespace: 'test:wins:' });
+    const a = new BufferCache({ lock, store: fragile, options: { logger } });
+    const b = worker(fragile);
+    const k = key();
+    const source = slowSource();
+    const building = a.getOrSet(k, source.factory, { ttl: 60 });
+    await source.read;
+    source.row.version = 2;
+    await b.delete(k);
+    refusing = true;
+    source.finish();
+    expect(await building).toBe(1);
+    // The store still has the outdated value; this worker does not serve it.
+    expect([...memory.values()]).toHaveLength(1);
+    expect(await a.get(k)).toBeUndefined();
+    expect(logger.at('error').join('\n')).toContain('store unavailable');
+    refusing = false;
+    await until(() => memory.size === 0);
+    expect(await b.get(k)).toBeUndefined();
+    expect(await a.getOrSet(k, () => source.row.version)).toBe(2);
+  });
+});
+
 describe('a Keyv store whose Redis is down', () => {
   it('delete() and set() reject with cache_write_failed, where Keyv itself resolves', async () => {
     const down = await startRedis();
