@@ -25,6 +25,7 @@ import {
   type ResolvedBufferLockOptions,
 } from './options/buffer-lock.options.js';
 import { RedisLockService } from './lock/redis-lock.service.js';
+import { closeReplicaWriters } from './redis/replica-wait.js';
 import { within } from './options/seconds.js';
 import { withValues } from './options/config-violation.js';
 import { shownValue } from './options/shown-value.js';
@@ -171,6 +172,7 @@ export class BufferLockModule
   async onApplicationShutdown(): Promise<void> {
     // Once more, for a shutdown that skipped the hook above; the same close, not a second one.
     await this.engine.close();
+    closeReplicaWriters();
     await this.clients.closeAll();
   }
 }

@@ -12,6 +12,7 @@ import { moment } from './moment.js';
 import type { CacheParts } from './cache-parts.js';
 import { ownStore, RedisCacheStore, type BufferCacheStore } from './cache-store.js';
 import { EntryCodec, ttlMsOf, type CacheEntry } from './entry-codec.js';
+import { cacheWriter, type CacheWriter } from './cache-writer.js';
 import { CopyAnnouncer } from './copy-announcer.js';
 import { InvalidationBus } from './invalidation-bus.js';
 import { LocalTier } from './local-tier.js';
@@ -56,7 +57,7 @@ export class EntryStore {
   private readonly tier: LocalTier<CacheEntry> | undefined;
   private readonly tags: TagVersions;
   private readonly copies: CopyAnnouncer;
-  private readonly client: () => Promise<RedisScriptClient>;
+  private readonly writer: CacheWriter;
   private readonly refused: RefusedDeletes;
 
   constructor(
@@ -64,7 +65,7 @@ export class EntryStore {
     cache: object | undefined,
   ) {
     const { lock, options, now, messages } = parts;
-    const client = (this.client = (): Promise<RedisScriptClient> => lock.getClient());
+    const client = (): Promise<RedisScriptClient> => lock.getClient();
     this.store = cache
       ? ownStore(cache, options.storeTimeout, messages)
       : new RedisCacheStore(client);
@@ -81,7 +82,8 @@ export class EntryStore {
     if (l1) this.tier = new LocalTier(bus, l1);
     this.copies = new CopyAnnouncer(bus, this.tier, parts);
     const trustMs = (l1 ? l1.maxAge : DEFAULT_TRUST_SECONDS) * 1000;
-    this.tags = new TagVersions({ bus, client, prefix, now, trustMs });
+    const writer = (this.writer = cacheWriter(client, options.writeReplicas, messages));
+    this.tags = new TagVersions({ bus, client, writer, prefix, now, trustMs });
   }
 
   /** Whether a write may keep a copy in this process (the module has `l1`). */
@@ -260,7 +262,7 @@ export class EntryStore {
     const before = this.tier ? this.bus.mark() : undefined;
     const own = this.builtIn ? undefined : this.store;
     let failure: unknown;
-    await outdatingWrite(this.client, own, lockKey, storeKey, text, ttlMs).catch(
+    await outdatingWrite(this.writer, own, lockKey, storeKey, text, ttlMs).catch(
       (error: unknown) => {
         failure = error;
       },

@@ -2,8 +2,8 @@ import { LockError } from '../errors/lock.error.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
 import { writeOutdating } from '../redis/lock-commands.js';
-import type { RedisScriptClient } from '../types/clients.js';
 import type { BufferCacheStore } from './cache-store.js';
+import type { CacheWriter } from './cache-writer.js';
 
 /**
  * Writes `text` under `storeKey` for `ttlMs` (deletes it, without `text`) and outdates the build in
@@ -13,15 +13,17 @@ import type { BufferCacheStore } from './cache-store.js';
  * release comes after it deletes what it wrote.
  */
 export async function outdatingWrite(
-  client: () => Promise<RedisScriptClient>,
+  writer: CacheWriter,
   ownStore: BufferCacheStore | undefined,
   lockKey: string,
   storeKey: string,
   text: string | undefined,
   ttlMs: number,
 ): Promise<void> {
-  if (!ownStore) return void (await writeOutdating(await client(), lockKey, storeKey, text, ttlMs));
-  const marking = (async () => writeOutdating(await client(), lockKey))();
+  if (!ownStore) {
+    return writer.run(lockKey, (client) => writeOutdating(client, lockKey, storeKey, text, ttlMs));
+  }
+  const marking = writer.run(lockKey, (client) => writeOutdating(client, lockKey));
   const unmarked = await marking.then(
     () => undefined,
     (error: unknown) => ({ error }),

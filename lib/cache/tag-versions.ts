@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { bumpTags, getValues, stampTags } from '../redis/plain-commands.js';
 import type { RedisScriptClient } from '../types/clients.js';
+import type { CacheWriter } from './cache-writer.js';
 import type { InvalidationBus } from './invalidation-bus.js';
 
 /** A tag and the version it had when an entry was built: the entry is valid while it still has. */
@@ -9,6 +10,8 @@ export type TagStamp = readonly [tag: string, version: string];
 export interface TagVersionsParts {
   readonly bus: InvalidationBus;
   readonly client: () => Promise<RedisScriptClient>;
+  /** Where a bump goes. */
+  readonly writer: CacheWriter;
   /** Before the hash tag of the bus's slot: `cachePrefix`. */
   readonly prefix: string;
   readonly now: () => number;
@@ -114,16 +117,12 @@ export class TagVersions {
 
   /** New versions for `tags`, told to every worker: each entry that carries one is a miss. */
   async bump(tags: readonly string[]): Promise<void> {
-    const { bus, client } = this.parts;
+    const { bus, writer } = this.parts;
     const message = `${bus.origin}\nt${JSON.stringify(tags)}\n`;
     const version = newVersion();
-    await bumpTags(
-      await client(),
-      tags.map(this.keyOf),
-      version,
-      TAG_KEEP_MS,
-      bus.channel,
-      message,
+    const keys = tags.map(this.keyOf);
+    await writer.run(keys[0]!, (client) =>
+      bumpTags(client, keys, version, TAG_KEEP_MS, bus.channel, message),
     );
     bus.tell({ kind: 'tags', tags, version });
   }

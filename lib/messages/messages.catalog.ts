@@ -126,6 +126,13 @@ export const ENGLISH_MESSAGES = {
   l1_invalid: 'cache_lock l1 must be false or an object with maxEntries and maxAge',
   l1_max_entries_invalid: 'cache_lock l1.maxEntries must be a positive integer',
   l1_max_age_invalid: 'cache_lock l1.maxAge must be a positive number of seconds',
+  write_replicas_invalid:
+    'cache_lock writeReplicas must be false or an object with replicas and timeout',
+  write_replicas_count_invalid: 'cache_lock writeReplicas.replicas must be a positive integer',
+  write_replicas_timeout_invalid:
+    'cache_lock writeReplicas.timeout must be a positive number of seconds',
+  cache_write_unreplicated: 'only ACKED of REPLICAS replicas had it after SECONDS s',
+  cache_replicas_unsupported: 'the Redis client cannot wait for replicas',
   l1_publish_failed:
     'Could not tell the other workers to drop their copy of a cache entry: ERROR; they serve it for SECONDS s at most',
   cache_interceptor_failed: 'The cache failed for a route, whose handler answered instead: ERROR',

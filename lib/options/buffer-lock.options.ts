@@ -9,7 +9,12 @@ import type { ResultSerializer } from '../serialization/result-serializer.js';
 import type { FlightLockLostEvent } from '../types/events.js';
 import { isScriptClient, type LockClient, type RedisClientFactory } from '../redis/client.js';
 import { CacheOptionsDto, HttpCacheOptionsDto, type BufferCacheOptions } from './cache.options.js';
-import { L1OptionsDto, type L1Settings } from './l1.options.js';
+import {
+  L1OptionsDto,
+  WriteReplicasOptionsDto,
+  type L1Settings,
+  type WriteReplicasSettings,
+} from './l1.options.js';
 import {
   CircuitBreakerOptionsDto,
   type CircuitBreakerSettings,
@@ -101,6 +106,20 @@ export interface BufferLockOptions extends Omit<RedisLockOptions, 'redis'>, Sing
         maxAge?: SecondsOption;
       }
     | false;
+  /**
+   * Replicas that must have each `set`, `delete`, `deleteByTag`, `@CachePut` and `@CacheEvict`
+   * before it returns (Redis `WAIT`, on a connection of its own), so that a fail-over to a replica
+   * keeps it. A write they do not confirm within `timeout` rejects, as a failed one does. Default
+   * `false` (a write returns once the master has it).
+   */
+  writeReplicas?:
+    | {
+        /** Replicas that must confirm. Default `1`. */
+        replicas?: number;
+        /** Seconds to wait for them. Default `0.5`. */
+        timeout?: SecondsOption;
+      }
+    | false;
   /** Which HTTP requests `BufferCacheInterceptor` shares, and what its URL keys vary by. */
   http?: {
     /** Also cache and coalesce requests with `Authorization` or `Cookie`. Default `false`. */
@@ -177,6 +196,10 @@ export class BufferLockOptionsDto
   @Nested(L1OptionsDto, 'l1_invalid')
   l1: L1Settings = false;
 
+  @ValidateIf((_options, value) => value !== false)
+  @Nested(WriteReplicasOptionsDto, 'write_replicas_invalid')
+  writeReplicas: WriteReplicasSettings = false;
+
   @Nested(HttpCacheOptionsDto, 'http_invalid')
   http: HttpCacheOptionsDto = new HttpCacheOptionsDto();
 
@@ -210,6 +233,7 @@ export type ResolvedBufferLockOptions = Readonly<
         | 'circuitBreaker'
         | 'cacheDefaults'
         | 'l1'
+        | 'writeReplicas'
         | 'http'
       >
     >
@@ -235,6 +259,13 @@ export type ResolvedBufferLockOptions = Readonly<
       >;
       l1:
         | Readonly<SecondsResolved<Required<Exclude<BufferLockOptions['l1'], undefined | false>>>>
+        | false;
+      writeReplicas:
+        | Readonly<
+            SecondsResolved<
+              Required<Exclude<BufferLockOptions['writeReplicas'], undefined | false>>
+            >
+          >
         | false;
       http: Readonly<SecondsResolved<Required<NonNullable<BufferLockOptions['http']>>>>;
     }

@@ -1,5 +1,9 @@
 import { EventEmitter } from 'node:events';
-import type { RedisScriptClient, SubscriberConnection } from '../types/clients.js';
+import type {
+  RedisScriptClient,
+  SubscriberConnection,
+  WriterConnection,
+} from '../types/clients.js';
 import { fieldOf } from './client.js';
 
 interface ScriptOptions {
@@ -20,6 +24,10 @@ interface NodeRedis {
     options: { expiration: { type: 'PX'; value: number }; condition: 'NX' },
   ): Promise<unknown>;
   ping(): Promise<unknown>;
+  /** A client's `(args)`, a cluster's `(firstKey, isReadonly, args)`. */
+  sendCommand(...args: unknown[]): Promise<unknown>;
+  /** A cluster's client of the master of `key`'s slot (node-redis 6). */
+  getNodeClientForKey?(key: string): Promise<NodeRedis>;
   duplicate(): NodeRedis;
   connect(): Promise<unknown>;
   destroy(): void;
@@ -148,9 +156,39 @@ export function nodeRedisClient(client: object): RedisScriptClient {
     off: (event: string, listener: Listener) => redis.off(events[event] ?? event, listener),
     // ioredis's arguments (overrides, startup nodes) mean nothing here: a plain duplicate.
     duplicate: () => subscriberConnection(redis, events),
+    writer: () => writerConnection(redis, cluster),
   };
   adapters.set(client, adapter);
   return adapter;
+}
+
+/**
+ * WAIT on the connection that wrote `key`. node-redis 6 sends a cluster's WAIT to every shard
+ * (its command policy), so it goes to the key's master's own client; node-redis 5 routes it by key.
+ */
+async function waitOn(
+  made: NodeRedis,
+  cluster: boolean,
+  key: string,
+  wait: string[],
+): Promise<unknown> {
+  if (!cluster) return made.sendCommand(wait);
+  if (typeof made.getNodeClientForKey !== 'function') return made.sendCommand(key, false, wait);
+  return (await made.getNodeClientForKey(key)).sendCommand(wait);
+}
+
+// A connected duplicate, whose failures reach the writes as rejections.
+async function writerConnection(redis: NodeRedis, cluster: boolean): Promise<WriterConnection> {
+  const made = redis.duplicate();
+  // Unheard, node-redis would throw them.
+  made.on('error', () => {});
+  await made.connect();
+  return {
+    client: nodeRedisClient(made),
+    replicas: (key, wanted, timeoutMs) =>
+      waitOn(made, cluster, key, ['WAIT', String(wanted), String(timeoutMs)]),
+    close: () => void closeNodeRedis(made, 1000),
+  };
 }
 
 /** `close()`, then `destroy()` if it takes over `timeoutMs`; never rejects. */

@@ -52,3 +52,14 @@ export interface RedisScriptClient {
   evalsha?(sha: string, numkeys: number, ...args: (string | number)[]): unknown;
   set?(key: string, value: string, px: 'PX', milliseconds: number, nx: 'NX'): unknown;
 }
+
+/**
+ * A connection of its own for the writes whose replication a caller waits for: Redis `WAIT` holds
+ * the connection it is sent on, so it never holds the lock's.
+ */
+export interface WriterConnection {
+  readonly client: RedisScriptClient;
+  /** How many replicas have every write this connection made to `key`'s master (`WAIT`). */
+  replicas(key: string, wanted: number, timeoutMs: number): Promise<unknown>;
+  close(): void;
+}

@@ -30,6 +30,15 @@ const ROUNDS: readonly Round[] = [
     faults: ['failover'],
     faultEveryMs: 5000,
   },
+  {
+    label: 'Redis Cluster, l1 maxAge 1 s, failovers, writeReplicas 1',
+    store: 'built-in',
+    cluster: true,
+    l1MaxAge: 1,
+    writeReplicas: 1,
+    faults: ['failover'],
+    faultEveryMs: 5000,
+  },
 ];
 
 /** The long run of test/fuzz/history.spec.ts: the same fleet and checker, for minutes. */

@@ -16,6 +16,8 @@ export interface FleetSetup {
   readonly store: 'built-in' | 'keyv';
   /** `l1.maxAge` in seconds, or none. */
   readonly l1MaxAge?: number;
+  /** `writeReplicas.replicas`, or none. */
+  readonly writeReplicas?: number;
   /** The ports of a Redis Cluster's nodes, when the cache's Redis is one (`redisUrl` unused). */
   readonly clusterPorts?: readonly number[];
 }

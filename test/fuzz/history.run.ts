@@ -63,6 +63,8 @@ export interface RoundSetup {
   readonly cluster?: boolean;
   /** `l1.maxAge`, seconds; none: no `l1`. */
   readonly l1MaxAge?: number;
+  /** `writeReplicas.replicas`; none: writes do not wait for replicas. */
+  readonly writeReplicas?: number;
 }
 
 export interface RoundOptions {
@@ -211,6 +213,7 @@ export class HistoryFleet {
       store: setup.store,
       ...(setup.cluster ? { clusterPorts: await this.clusterPorts() } : {}),
       ...(setup.l1MaxAge === undefined ? {} : { l1MaxAge: setup.l1MaxAge }),
+      ...(setup.writeReplicas === undefined ? {} : { writeReplicas: setup.writeReplicas }),
     };
     await Promise.all(this.workers.map((w) => w.ask({ cmd: 'open', ...fleet })));
     const operations: Operation[] = [];
@@ -258,6 +261,8 @@ export class HistoryFleet {
     const faults: Fault[] = [];
     const end = now() + options.durationMs;
     const injecting = this.inject(options, next, end, faults);
+    // Its failure is thrown by the `await` below, once the calls are done, not left unhandled.
+    injecting.catch(() => {});
     await Promise.all(
       Array.from({ length: options.concurrency }, async () => {
         while (now() < end) {
@@ -410,8 +415,14 @@ export class HistoryFleet {
         await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
         await admin.config('SET', 'maxmemory', String(used + 256 * 1024));
         const filler = 'x'.repeat(16 * 1024);
-        for (let i = 0; i < 48; i++) await admin.set(`filler:${i}`, filler);
-        await admin.config('SET', 'maxmemory', '0');
+        try {
+          // Redis refuses a write (OOM) when eviction cannot make room: memory is short enough.
+          for (let i = 0; i < 48; i++) await admin.set(`filler:${i}`, filler);
+        } catch (error) {
+          if (!(error as Error).message.startsWith('OOM')) throw error;
+        } finally {
+          await admin.config('SET', 'maxmemory', '0');
+        }
         await admin.del(...Array.from({ length: 48 }, (_, i) => `filler:${i}`));
         return;
       }

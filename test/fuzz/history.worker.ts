@@ -128,6 +128,9 @@ async function open(setup: FleetSetup): Promise<void> {
         lockTimeout: 3,
         ...(keyv ? { cache: keyv } : {}),
         ...(setup.l1MaxAge === undefined ? {} : { l1: { maxAge: setup.l1MaxAge } }),
+        ...(setup.writeReplicas === undefined
+          ? {}
+          : { writeReplicas: { replicas: setup.writeReplicas, timeout: 1 } }),
       }),
     ],
     providers: [Rows],
