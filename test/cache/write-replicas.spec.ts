@@ -22,6 +22,7 @@ import {
 import { MemoryLogger, until } from '../support/nest-helpers.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { startTcpProxy } from '../support/tcp-proxy.js';
 
 /**
  * With `writeReplicas`, a `set`, `delete` or `deleteByTag` returns once that many replicas have it
@@ -156,6 +157,51 @@ describe('on a master with one replica', () => {
       const error = await rejection(cache.set(key(), 1));
       expect((error as Error).message).toContain('only 1 of 2 replicas had it after 0.2 s');
     });
+  });
+});
+
+/**
+ * A master whose replica follows it through a proxy; `delete(k)` runs while the proxy holds the
+ * stream back, the master dies, and the replica, cut off, is promoted: what does it hold for k?
+ */
+async function failOverDuring(writeReplicas: WriteReplicas): Promise<unknown> {
+  const master = await startRedis();
+  const link = await startTcpProxy(master.port);
+  const replica = await startRedis(['--replicaof', '127.0.0.1', String(link.port)]);
+  try {
+    const plain = replica.client();
+    await until(async () => /master_link_status:up/.test(await plain.info('replication')));
+    const lock = new RedisLockService({ redis: master.client(), namespace: 'test:failover:' });
+    const cache = new BufferCache({
+      lock,
+      options: { writeReplicas, logger: new MemoryLogger() },
+    });
+    await cache.set('row', 'old');
+    await until(async () => (await plain.dbsize()) === (await master.client().dbsize()));
+    link.setMode({ kind: 'blackhole' });
+    const deleting = cache.delete('row');
+    // Returned before the replica could have it, or waiting for it.
+    if (!(await settledWithin(deleting, 300))) link.setMode({ kind: 'pass' });
+    await deleting;
+    await master.kill();
+    link.setMode({ kind: 'cut' });
+    await plain.replicaof('NO', 'ONE');
+    const promoted = new RedisLockService({ redis: plain, namespace: 'test:failover:' });
+    return await new BufferCache({ lock: promoted }).get('row');
+  } finally {
+    await replica.stop();
+    await link.close();
+    await master.stop();
+  }
+}
+
+describe('a fail-over to the replica', () => {
+  it('without writeReplicas, a delete the replica had not received is lost: the old value is back', async () => {
+    expect(await failOverDuring(false)).toBe('old');
+  });
+
+  it('with writeReplicas, the delete returns only once the replica has it, and survives', async () => {
+    expect(await failOverDuring({ replicas: 1, timeout: 5 })).toBeUndefined();
   });
 });
 
