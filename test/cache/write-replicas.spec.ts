@@ -1,5 +1,5 @@
 import { Test } from '@nestjs/testing';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BufferCache,
@@ -22,6 +22,7 @@ import {
 import { MemoryLogger, until } from '../support/nest-helpers.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { startRedisSentinel, type RedisSentinelGroup } from '../support/redis-sentinel.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 
 /**
@@ -273,6 +274,29 @@ describe('on a Redis Cluster with a replica per master', () => {
         elsewhere.resume();
       }
     });
+  });
+});
+
+describe('through Redis Sentinel', () => {
+  let group: RedisSentinelGroup;
+  let client: Redis | undefined;
+  beforeAll(async () => {
+    group = await startRedisSentinel();
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await group.stop();
+  });
+
+  it("an ioredis Sentinel client's writes wait for the master's replica", async () => {
+    client = new Redis({ sentinels: [...group.sentinels], name: group.name });
+    client.on('error', () => {});
+    const cache = cacheOn(client, { replicas: 1, timeout: 5 });
+    const plain = { master: group.master.client(), replica: group.replica.client() };
+    const keysOf = (server: 'master' | 'replica'): Promise<string[]> => plain[server].keys('*');
+    const k = key();
+    await waitsForReplica(group.replica, () => cache.set(k, 1, { tags: ['rows'] }), keysOf);
+    await waitsForReplica(group.replica, () => cache.delete(k), keysOf);
   });
 });
 
