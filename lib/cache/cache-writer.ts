@@ -1,5 +1,5 @@
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
-import type { WriteReplicasSettings } from '../options/l1.options.js';
+import type { WriteReplicasSettings } from '../options/write-replicas.options.js';
 import { replicaWriterFor } from '../redis/replica-wait.js';
 import type { RedisScriptClient } from '../types/clients.js';
 

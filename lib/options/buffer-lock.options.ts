@@ -9,12 +9,8 @@ import type { ResultSerializer } from '../serialization/result-serializer.js';
 import type { FlightLockLostEvent } from '../types/events.js';
 import { isScriptClient, type LockClient, type RedisClientFactory } from '../redis/client.js';
 import { CacheOptionsDto, HttpCacheOptionsDto, type BufferCacheOptions } from './cache.options.js';
-import {
-  L1OptionsDto,
-  WriteReplicasOptionsDto,
-  type L1Settings,
-  type WriteReplicasSettings,
-} from './l1.options.js';
+import { L1OptionsDto, type L1Settings } from './l1.options.js';
+import { WriteReplicasOptionsDto, type WriteReplicasSettings } from './write-replicas.options.js';
 import {
   CircuitBreakerOptionsDto,
   type CircuitBreakerSettings,
