@@ -70,7 +70,7 @@ export class EntryStore {
       ? ownStore(cache, options.storeTimeout, messages)
       : new RedisCacheStore(client);
     this.builtIn = this.store instanceof RedisCacheStore;
-    this.refused = new RefusedDeletes(this.store, now);
+    this.refused = new RefusedDeletes(this.store, now, (error) => this.storeFailed(error));
     const serializer = options.serializer ?? JSON_RESULT_SERIALIZER;
     this.codec = new EntryCodec({ serializer, messages, log: parts.log, now });
     const prefix = options.cachePrefix;
@@ -312,17 +312,9 @@ export class EntryStore {
     const write = { prefix, payload: text, ttlMs, carried: 'entry' as const, claimed: true };
     const [confirmed, error] = await lock[RELEASE_WRITING](guard, write);
     if (confirmed) this.refused.settled(storeKey);
-    else if (!this.builtIn) await this.deleteOutdated(storeKey, ttlMs);
+    else if (!this.builtIn) await this.refused.delete(storeKey, this.parts.now() + ttlMs);
     await this.copies.announced(key);
     return { error, written: confirmed && stored, outdated: !confirmed && !error };
-  }
-
-  private async deleteOutdated(storeKey: string, ttlMs: number): Promise<void> {
-    const deleting = async (): Promise<true> => {
-      await this.store.delete(storeKey);
-      return true;
-    };
-    if (!(await this.guarded(deleting))) this.refused.add(storeKey, this.parts.now() + ttlMs);
   }
 
   private keyOf(key: string, lockKey: string): string {

@@ -6,9 +6,9 @@ const RETRY_MS = 250;
 const MAX_KEYS = 10_000;
 
 /**
- * Values an outdated build wrote to a store of the user's whose deletion the store refused: tried
- * again every 250 ms until the store takes it or the value has expired anyway, and meanwhile read
- * as misses in this process. Without it such a value would be served until its `ttl`.
+ * Deletes the values outdated builds wrote to a store of the user's. One the store refuses to
+ * delete is tried again every 250 ms until the store takes it or the value has expired anyway,
+ * and meanwhile read as a miss in this process: without it, it would be served until its `ttl`.
  */
 export class RefusedDeletes {
   /** Store key → when its value expires (`now()` ms). */
@@ -18,15 +18,26 @@ export class RefusedDeletes {
   constructor(
     private readonly store: BufferCacheStore,
     private readonly now: () => number,
+    /** Told of a refusal, once per value. */
+    private readonly refused: (error: unknown) => void,
   ) {}
 
   /** Whether `storeKey` holds a value that is still to be deleted. */
   has(storeKey: string): boolean {
-    return this.until.size > 0 && this.until.has(storeKey);
+    return this.until.has(storeKey);
   }
 
-  /** Deletes `storeKey` again until the store takes it, up to `expiresAt` (`now()` ms). */
-  add(storeKey: string, expiresAt: number): void {
+  /** Deletes `storeKey`; refused, again until the store takes it, up to `expiresAt` (`now()` ms). */
+  async delete(storeKey: string, expiresAt: number): Promise<void> {
+    try {
+      await this.store.delete(storeKey);
+    } catch (error) {
+      this.refused(error);
+      this.retry(storeKey, expiresAt);
+    }
+  }
+
+  private retry(storeKey: string, expiresAt: number): void {
     this.until.delete(storeKey);
     this.until.set(storeKey, expiresAt);
     if (this.until.size > MAX_KEYS) this.giveUpFirstExpiring();
@@ -35,7 +46,7 @@ export class RefusedDeletes {
 
   /** A write of `storeKey` the store took: what it replaced needs no deleting. */
   settled(storeKey: string): void {
-    if (this.until.size > 0) this.until.delete(storeKey);
+    this.until.delete(storeKey);
   }
 
   private giveUpFirstExpiring(): void {
@@ -46,11 +57,11 @@ export class RefusedDeletes {
 
   private schedule(): void {
     if (this.timer !== undefined || this.until.size === 0) return;
-    this.timer = setTimeout(() => void this.retry(), RETRY_MS);
+    this.timer = setTimeout(() => void this.deleteAgain(), RETRY_MS);
     this.timer.unref();
   }
 
-  private async retry(): Promise<void> {
+  private async deleteAgain(): Promise<void> {
     const now = this.now();
     for (const [storeKey, expiresAt] of this.until) {
       if (expiresAt <= now) {
@@ -59,10 +70,10 @@ export class RefusedDeletes {
       }
       try {
         await this.store.delete(storeKey);
-        // Unless it was refused again meanwhile, and added anew.
+        // Unless it was refused again meanwhile, and is to be tried anew.
         if (this.until.get(storeKey) === expiresAt) this.until.delete(storeKey);
       } catch {
-        // Logged when first refused; tried again next round.
+        // Told when first refused; tried again next round.
       }
     }
     this.timer = undefined;
