@@ -11,6 +11,8 @@ export type { BufferCacheOptions } from './options/cache.options.js';
 export type { BufferCacheStore } from './cache/cache-store.js';
 export { InjectBufferLockOptions } from './decorators/inject-buffer-lock-options.decorator.js';
 export type { BufferLockDecorator, SingleFlightKey } from './decorators/method-metadata.js';
+export { Idempotent } from './decorators/idempotent.decorator.js';
+export type { IdempotentOptions } from './options/idempotent.options.js';
 export { SingleFlight } from './decorators/single-flight.decorator.js';
 export { BufferLockNotImportedError } from './errors/buffer-lock-not-imported.error.js';
 export { LockBusyError } from './errors/lock-busy.error.js';

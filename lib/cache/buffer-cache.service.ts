@@ -22,7 +22,16 @@ import {
   type CacheTrace,
 } from '../telemetry/channels.js';
 import type { BufferCacheEvents } from '../types/events.js';
-import { DELETE_URL, HTTP, LockKeys, LOOKUP, PUT, spaced } from './cache-keys.js';
+import {
+  DELETE_URL,
+  HTTP,
+  LockKeys,
+  LOOKUP,
+  PUT,
+  RECORD_GET,
+  RECORD_SET,
+  spaced,
+} from './cache-keys.js';
 import { CallSettings } from './call-settings.js';
 import { EntryBuilder, refreshesEarly, type Built } from './entry-builder.js';
 import { EntryStore, type CacheEntry, type Found } from './entry-store.js';
@@ -32,7 +41,7 @@ import { moment } from './moment.js';
 import { timedOf } from './timed.js';
 
 export type { CacheLookup } from './shared-lookups.js';
-export { HTTP, LOOKUP, PUT } from './cache-keys.js';
+export { HTTP, LOOKUP, PUT, RECORD_GET, RECORD_SET } from './cache-keys.js';
 
 /** Lookups again after an outdated build, before a call makes its value for itself. */
 const MAX_RETRIES = 2;
@@ -111,12 +120,24 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
 
   /** Stores `value` under `key` as a fresh entry, with no lock. */
   async set(key: string, value: unknown, options?: BufferCacheOptions): Promise<void> {
-    await this.put(key, value, options, false);
+    await this.put(spaced(key), value, options, false);
   }
 
   /** @internal `set`, resolving to the value as a hit will return it (`@CachePut`). */
   [PUT](key: string, value: unknown, options?: BufferCacheOptions): Promise<unknown> {
-    return this.put(key, value, options, true);
+    return this.put(spaced(key), value, options, true);
+  }
+
+  /** @internal An idempotency record, in a key space of its own; rejects when the store fails. */
+  async [RECORD_GET]<T>(key: string): Promise<Stored<T> | undefined> {
+    key = spaced(key, 'i');
+    const entry = await this.entries.readOrFail(key, this.lockKeyOf(key));
+    return entry && this.now() < entry.staleUntil ? (entry.value as Stored<T>) : undefined;
+  }
+
+  /** @internal Keeps an idempotency record for `ttl` seconds. */
+  async [RECORD_SET](key: string, value: unknown, ttl: number): Promise<void> {
+    await this.put(spaced(key, 'i'), value, { ttl, grace: 0, l1: false }, false);
   }
 
   private async put(
@@ -125,7 +146,6 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     options: BufferCacheOptions | undefined,
     answer: boolean,
   ): Promise<unknown> {
-    key = spaced(key);
     const settings = this.settings.of(options);
     const lockKey = this.lockKeyOf(key);
     const stamps = await this.entries.stampsForWrite(key, lockKey, settings.tags);
@@ -163,7 +183,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
   }
 
   /** @internal */ async [DELETE_URL](key: string, url = true): Promise<void> {
-    key = spaced(key, url);
+    key = spaced(key, url ? 'u' : undefined);
     const lockKey = this.lockKeyOf(key);
     await this.entries.delete(key, lockKey);
     this.detach(lockKey);
@@ -183,7 +203,7 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     url = false,
   ): Promise<CacheLookup<Awaited<T>>> {
     try {
-      key = spaced(key, url);
+      key = spaced(key, url ? 'u' : undefined);
       const settings = this.settings.of(options);
       const held = settings.l1 ? this.entries.local(key) : undefined;
       const traced = cacheChannel.hasSubscribers;

@@ -2,16 +2,20 @@ import { LockError } from '../errors/lock.error.js';
 import type { RedisLockService } from '../lock/redis-lock.service.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 
-// A URL key (the interceptor's) starts with NUL and `u`; a key of the user's that starts with NUL
-// gets another one: no key of the user's names a URL key.
-export const spaced = (key: string, url = false): string =>
-  url ? `\0u${key}` : typeof key === 'string' && key.startsWith('\0') ? `\0${key}` : key;
+// A URL key (the interceptor's) starts with NUL and `u`, an idempotency record's with NUL and
+// `i`; a key of the user's that starts with NUL gets another one: no key of the user's names them.
+export const spaced = (key: string, space?: 'u' | 'i'): string =>
+  space ? `\0${space}${key}` : typeof key === 'string' && key.startsWith('\0') ? `\0${key}` : key;
 
 /** `BufferCache`'s deletion of a URL key's entry: an unsafe request's invalidation. */
 export const DELETE_URL: unique symbol = Symbol('deleteUrl');
 
 /** The lookup with its status, for the interceptor. */
 export const LOOKUP: unique symbol = Symbol('lookup');
+
+/** An idempotency record's read, rejecting when the store fails, and its write: for `@Idempotent`. */
+export const RECORD_GET: unique symbol = Symbol('recordGet');
+export const RECORD_SET: unique symbol = Symbol('recordSet');
 
 /** `set`, resolving to what a hit will return, for `@CachePut`. */
 export const PUT: unique symbol = Symbol('put');

@@ -170,6 +170,11 @@ export class EntryStore {
     return this.checked(await this.stored(key, lockKey, carried));
   }
 
+  /** The entry as the store has it; rejects when the store cannot be read (no proof of absence). */
+  async readOrFail(key: string, lockKey: string): Promise<CacheEntry | undefined> {
+    return this.checked(await this.stored(key, lockKey, undefined, true));
+  }
+
   /** Whether `stamps` are still their tags' versions (with `read`, as Redis has them now). */
   async hold(stamps: readonly TagStamp[], read = false): Promise<boolean> {
     return (await this.guarded(() => this.tags.verify(stamps, read))) ?? false;
@@ -186,6 +191,7 @@ export class EntryStore {
     key: string,
     lockKey: string,
     carried?: string,
+    strict = false,
   ): Promise<CacheEntry | undefined> {
     const text = carriedPayload(carried, 'entry');
     if (text !== undefined) {
@@ -198,7 +204,9 @@ export class EntryStore {
     const storeKey = this.keyOf(key, lockKey);
     // An outdated build's value that the store would not delete yet: a miss here.
     if (this.refused.has(storeKey)) return undefined;
-    const read = await this.guarded(() => this.store.get(storeKey));
+    const read = strict
+      ? await this.store.get(storeKey)
+      : await this.guarded(() => this.store.get(storeKey));
     return this.codec.stored(read, key);
   }
 

@@ -61,10 +61,14 @@ const text = (value: unknown): string | undefined =>
         ? value.join(', ')
         : undefined;
 
-/** The representation headers a response has so far. */
-export function headersOf(read: HeaderReader, response: unknown): Headers {
+/** The representation headers (or the headers `names`) a response has so far. */
+export function headersOf(
+  read: HeaderReader,
+  response: unknown,
+  names: readonly string[] = REPRESENTATION,
+): Headers {
   const headers: Headers = {};
-  for (const name of REPRESENTATION) {
+  for (const name of names) {
     const value = text(read(response, name));
     if (value !== undefined) headers[name] = value;
   }

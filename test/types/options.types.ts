@@ -1,6 +1,6 @@
 // Options in seconds, checked by the compiler (test/types/types.spec.ts compiles it): a number or
 // a numeric string, as an environment variable gives it; anything else is refused.
-import { BufferLockModule, Cached, type SecondsOption } from '../../lib/index.js';
+import { BufferLockModule, Cached, Idempotent, type SecondsOption } from '../../lib/index.js';
 
 export const fromNumbers = BufferLockModule.forRoot({ redis: 'redis://127.0.0.1:6379', ttl: 30 });
 export const fromEnvironment = BufferLockModule.forRoot({
@@ -21,3 +21,11 @@ export class Reports {
     return 'report';
   }
 }
+
+export const idempotentFromEnvironment = Idempotent({ expiresAfter: '86400', ttl: fromVariable });
+
+// @ts-expect-error -- a request is never skipped: it runs, waits or is refused
+export const idempotentSkip = Idempotent({ onBusy: 'skip' });
+
+// @ts-expect-error -- a scope is a function of the request's context
+export const idempotentScope = Idempotent({ scope: 'user' });
