@@ -19,6 +19,7 @@ import { buildBaseline } from './baseline.js';
 import { cacheSection } from './cache.bench.js';
 import { earlyRefreshSection } from './early-refresh.bench.js';
 import { historySection } from './history.bench.js';
+import { idempotencySection } from './idempotency.bench.js';
 import { instructionsSection } from './instructions.bench.js';
 import { l1Section } from './l1.bench.js';
 import { lockSection } from './lock.bench.js';
@@ -42,6 +43,7 @@ const SECTIONS: readonly BenchSection[] = [
   soakSection,
   valuesSection,
   historySection,
+  idempotencySection,
 ];
 
 // Compiled to .build/test/bench/run.js; RESULTS.md lives next to the sources.

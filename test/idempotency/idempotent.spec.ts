@@ -69,6 +69,10 @@ class OrdersController {
   async waited(@Body() body: { item: unknown }): Promise<Order> {
     const run = ++runs;
     await gate.promise;
+    if (fail.times > 0) {
+      fail.times--;
+      throw new ServiceUnavailableException('the warehouse is down');
+    }
     return { run, item: body.item };
   }
 
@@ -195,6 +199,21 @@ describe.each(PLATFORMS)('@Idempotent on $name', (platform) => {
     expect(b.body).toEqual(a.body);
     expect(b.headers['idempotent-replayed']).toBe('true');
     expect(runs).toBe(1);
+  });
+
+  it("with onBusy: 'wait', a request that waited for a first one that failed runs itself", async () => {
+    const key = newKey();
+    fail.times = 1;
+    const first = post('/waited-orders', key, { item: 'tea' }).then((r) => r);
+    await until(() => runs > 0);
+    const duplicate = post('/waited-orders', key, { item: 'tea' }).then((r) => r);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    gate.resolve();
+    const [a, b] = await Promise.all([first, duplicate]);
+    expect([a.status, b.status]).toEqual([503, 201]);
+    expect(b.body).toEqual({ run: 2, item: 'tea' });
+    expect(b.headers['idempotent-replayed']).toBeUndefined();
+    expect(runs).toBe(2);
   });
 
   it('keeps keys apart by caller: the same key from another Authorization runs its own request', async () => {
