@@ -21,6 +21,7 @@ import { notModified } from './http-conditional.js';
 import { cachedMethod, hostOf, optionsOf, over, type RequestHeaders } from './http-request.js';
 import { invalidating, UNSAFE_METHODS, urlEntry, urlKey, variedOf } from './http-invalidation.js';
 import { Streamed, valueOrStream } from './http-stream.js';
+import { isEventHandler, messageKeyOf, patternOf } from './rpc-message.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
@@ -126,8 +127,9 @@ export class BufferCacheInterceptor implements NestInterceptor {
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
-    // Outside HTTP (GraphQL, RPC, WebSocket) nothing is cached nor coalesced; an `@Sse` stream
-    // is sent live.
+    // A message's reply is cached by its pattern and data.
+    if (context.getType() === 'rpc') return this.message(context, next);
+    // Elsewhere (GraphQL, WebSocket) nothing is cached nor coalesced; an `@Sse` stream is sent live.
     if (context.getType() !== 'http') return next.handle();
     // A POST, PUT, PATCH or DELETE that succeeds deletes its URL's entries (RFC 9111 §4.4).
     if (this.invalidates(context)) return this.invalidating(context, next);
@@ -145,10 +147,6 @@ export class BufferCacheInterceptor implements NestInterceptor {
     const guarded = !shareAuthorized && headers?.authorization !== undefined;
     if (guarded && !url) return next.handle();
     const key = await this.trackBy(context);
-    const ttlValueOrFactory =
-      this.reflector.get<unknown>(CACHE_TTL_METADATA, context.getHandler()) ??
-      this.reflector.get<unknown>(CACHE_TTL_METADATA, context.getClass()) ??
-      null;
     if (!key) return next.handle();
 
     let kept: Carried | undefined;
@@ -191,11 +189,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
     };
 
     try {
-      const ttl =
-        typeof ttlValueOrFactory === 'function'
-          ? await (ttlValueOrFactory as Factory<unknown>)(context)
-          : ttlValueOrFactory;
-      const options = await this.withTags(context, optionsOf(ttl));
+      const options = await this.optionsOf(context);
       if (options === 'uncached') {
         // A negative TTL in cache-manager stores an entry that has already expired.
         this.setHeadersWhenHttp(context, 'miss');
@@ -203,12 +197,22 @@ export class BufferCacheInterceptor implements NestInterceptor {
       }
       // URL entries hold a `StoredResponse`: a key of their own, apart from earlier formats.
       const name = url ? urlEntry(String(key)) : String(key);
-      let { value, status } = await this.cache[LOOKUP](name, factory, options, url);
+      let { value, status } = await this.cache[LOOKUP](
+        name,
+        factory,
+        options,
+        url ? 'u' : undefined,
+      );
       let record = value as StoredResponse;
       // Made for other values of the headers its response varies by: this request's variant.
       if (url && record?.v && !answers(record.v, headers)) {
         const variant = variantOf(name, record.at, record.v, headers);
-        ({ value, status } = await this.cache[LOOKUP](variant, factory, options, url));
+        ({ value, status } = await this.cache[LOOKUP](
+          variant,
+          factory,
+          options,
+          url ? 'u' : undefined,
+        ));
         record = value as StoredResponse;
       }
       answered = true;
@@ -249,6 +253,78 @@ export class BufferCacheInterceptor implements NestInterceptor {
       this.setHeadersWhenHttp(context, 'miss');
       return of(produced.value);
     }
+  }
+
+  /**
+   * A message's reply (`@MessagePattern`; never an event's), by its pattern and data (or
+   * `@CacheKey()`): built once across the fleet, its handler not run on a hit. A reply that
+   * streams (emits more than once) is sent live, as the handler's errors are.
+   */
+  private async message(
+    context: ExecutionContext,
+    next: CallHandler,
+  ): Promise<Observable<unknown>> {
+    const handler = context.getHandler();
+    if (streaming.has(handler) || isEventHandler(this.reflector, handler)) return next.handle();
+    const custom = this.customKey(context);
+    const key =
+      custom === undefined
+        ? messageKeyOf(patternOf(this.reflector, handler), context.switchToRpc().getData())
+        : typeof custom === 'function'
+          ? await custom(context)
+          : custom;
+    if (!key) return next.handle();
+    let kept: Carried | undefined;
+    let produced: { value: unknown } | undefined;
+    let ran = false;
+    let unsubscribe: (() => void) | undefined;
+    const factory = async (): Promise<unknown> => {
+      let made: { value: unknown } | Streamed;
+      ran = true;
+      try {
+        made = await valueOrStream(next.handle(), (end) => (unsubscribe = end));
+      } catch (error) {
+        throw isObject(error) ? (handlerErrors.add(error), error) : new Carried(error);
+      }
+      if (made instanceof Streamed) {
+        streaming.add(handler);
+        throw (kept = new Carried(made));
+      }
+      produced = made;
+      return made.value;
+    };
+    try {
+      const options = await this.optionsOf(context);
+      if (options === 'uncached') return next.handle();
+      const space = custom === undefined ? 'r' : undefined;
+      return of((await this.cache[LOOKUP](String(key), factory, options, space)).value);
+    } catch (error) {
+      unsubscribe?.();
+      if (kept && error === kept) return (kept.value as Streamed).stream;
+      if (error instanceof Carried || (isObject(error) && handlerErrors.has(error))) {
+        // Another call's handler failed: this one runs its own.
+        if (!ran) return next.handle();
+        return throwError(() => (error instanceof Carried ? error.value : error));
+      }
+      const text = this.messages.render('cache_interceptor_failed', { ERROR: errorText(error) });
+      Logger.error(text, 'BufferCacheInterceptor');
+      return produced ? of(produced.value) : next.handle();
+    }
+  }
+
+  /** The route's `@CacheTTL()` and `@CacheTags()` (on the handler, else its class) as options. */
+  private async optionsOf(
+    context: ExecutionContext,
+  ): Promise<BufferCacheOptions | undefined | 'uncached'> {
+    const ttlValueOrFactory =
+      this.reflector.get<unknown>(CACHE_TTL_METADATA, context.getHandler()) ??
+      this.reflector.get<unknown>(CACHE_TTL_METADATA, context.getClass()) ??
+      null;
+    const ttl =
+      typeof ttlValueOrFactory === 'function'
+        ? await (ttlValueOrFactory as Factory<unknown>)(context)
+        : ttlValueOrFactory;
+    return this.withTags(context, optionsOf(ttl));
   }
 
   /** The route's `@CacheTags()` (on the handler, else its class) added to its options. */

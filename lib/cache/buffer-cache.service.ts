@@ -195,15 +195,15 @@ export class BufferCache extends EventEmitter<BufferCacheEvents> {
     this.builds.detach(lockKey);
   }
 
-  /** @internal */
+  /** @internal `space`: the interceptor's keys of URLs (`u`) or messages (`r`). */
   [LOOKUP]<T>(
     key: string,
     factory: () => T | Promise<T>,
     options?: BufferCacheOptions,
-    url = false,
+    space?: 'u' | 'r',
   ): Promise<CacheLookup<Awaited<T>>> {
     try {
-      key = spaced(key, url ? 'u' : undefined);
+      key = spaced(key, space);
       const settings = this.settings.of(options);
       const held = settings.l1 ? this.entries.local(key) : undefined;
       const traced = cacheChannel.hasSubscribers;

@@ -2,9 +2,11 @@ import { LockError } from '../errors/lock.error.js';
 import type { RedisLockService } from '../lock/redis-lock.service.js';
 import type { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 
-// A URL key (the interceptor's) starts with NUL and `u`, an idempotency record's with NUL and
-// `i`; a key of the user's that starts with NUL gets another one: no key of the user's names them.
-export const spaced = (key: string, space?: 'u' | 'i'): string =>
+// A URL key (the interceptor's) starts with NUL and `u`, a message's with NUL and `r`, an
+// idempotency record's with NUL and `i`; a key of the user's that starts with NUL gets another
+// one: no key of the user's names them.
+export type KeySpace = 'u' | 'r' | 'i';
+export const spaced = (key: string, space?: KeySpace): string =>
   space ? `\0${space}${key}` : typeof key === 'string' && key.startsWith('\0') ? `\0${key}` : key;
 
 /** `BufferCache`'s deletion of a URL key's entry: an unsafe request's invalidation. */

@@ -14,6 +14,7 @@ import { LockBusyError } from '../errors/lock-busy.error.js';
 import { LockError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
+import type { MessageId } from '../messages/messages.catalog.js';
 import type { IdempotentOptionsDto } from '../options/idempotent.options.js';
 import type { SecondsResolved } from '../options/seconds.js';
 import type {
@@ -24,6 +25,7 @@ import { currentFlight } from '../single-flight/flight-context.js';
 import { SingleFlightEngine } from '../single-flight/single-flight.engine.js';
 import { BufferCache, RECORD_GET, RECORD_SET } from './buffer-cache.service.js';
 import type { RequestHeaders } from './http-request.js';
+import { messageKeyOf, patternOf } from './rpc-message.js';
 import { headerReader, type HeaderReader } from './http-response.js';
 import {
   defaultScope,
@@ -48,16 +50,37 @@ const SAFE_METHODS: ReadonlySet<unknown> = new Set(['GET', 'HEAD', 'OPTIONS', 'T
 // The draft leaves the key's length open; Stripe takes 255 characters at most.
 const MAX_KEY_LENGTH = 255;
 
-// What a request is refused with, by its message id.
-const REFUSALS = {
-  idempotency_key_missing: 400,
-  idempotency_key_invalid: 400,
-  idempotency_in_progress: 409,
-  idempotency_key_reused: 422,
-  idempotency_unavailable: 503,
-} as const;
+type Refusal = 'missing' | 'invalid' | 'reused' | 'in_progress' | 'unavailable';
+
+// What a request or a message is refused with, by its message id, and the status it carries.
+const REFUSALS: Readonly<Record<'http' | 'rpc', Record<Refusal, [MessageId, number]>>> = {
+  http: {
+    missing: ['idempotency_key_missing', 400],
+    invalid: ['idempotency_key_invalid', 400],
+    in_progress: ['idempotency_in_progress', 409],
+    reused: ['idempotency_key_reused', 422],
+    unavailable: ['idempotency_unavailable', 503],
+  },
+  rpc: {
+    missing: ['idempotency_message_key_missing', 400],
+    invalid: ['idempotency_message_key_invalid', 400],
+    in_progress: ['idempotency_message_in_progress', 409],
+    reused: ['idempotency_message_key_reused', 422],
+    unavailable: ['idempotency_unavailable', 503],
+  },
+};
 
 type Request = { readonly headers?: RequestHeaders; readonly body?: unknown };
+
+/** One request or message, as its key's record knows it. */
+interface Call {
+  readonly recordKey: string;
+  readonly fingerprint: string;
+  /** An HTTP request's response (its status and headers are kept and replayed), else none. */
+  readonly http?: { readonly response: unknown; readonly read: HeaderReader };
+  /** The error a refusal is thrown as: an `HttpException`, or an `RpcException` for a message. */
+  readonly refuse: (refusal: Refusal) => Error;
+}
 
 // The handler's own error, rethrown as it was to the request that ran it.
 class HandlerFailed {
@@ -65,8 +88,8 @@ class HandlerFailed {
 }
 
 /**
- * Runs an unsafe request once per `Idempotency-Key` across the fleet: the first runs under a
- * Redis lock, a retry is answered with its response; applied by `@Idempotent`.
+ * Runs an unsafe request, or a message, once per key across the fleet: the first runs under a
+ * Redis lock, a retry or a redelivery is answered with its outcome; applied by `@Idempotent`.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
@@ -94,87 +117,135 @@ export class IdempotencyInterceptor implements NestInterceptor {
       IDEMPOTENT_METADATA,
       [context.getHandler(), context.getClass()],
     );
-    const adapter = this.httpAdapterHost?.httpAdapter;
     if (!route) return next.handle();
+    const call =
+      context.getType() === 'rpc'
+        ? await this.messageCall(context, route.options)
+        : await this.requestCall(context, route.options);
+    return call ? this.once(call, route, next) : next.handle();
+  }
+
+  /** An unsafe HTTP request: its key from the header (or `key`), its caller from `scope`. */
+  private async requestCall(
+    context: ExecutionContext,
+    options: IdempotentRoute['options'],
+  ): Promise<Call | undefined> {
+    const adapter = this.httpAdapterHost?.httpAdapter;
     if (context.getType() !== 'http' || !adapter) {
       const names = {
         CLASS: context.getClass().name,
         METHOD: context.getHandler().name,
         TYPE: context.getType(),
       };
-      throw new LockError(
-        'idempotent_http_only',
-        this.messages.render('idempotent_http_only', names),
-      );
+      const text = this.messages.render('idempotent_context_unsupported', names);
+      throw new LockError('idempotent_context_unsupported', text);
     }
-    const { options } = route;
+    const refuse = (refusal: Refusal): Error => this.refusal('http', refusal, options.header);
     const request = context.switchToHttp().getRequest<Request>();
-    const response: unknown = context.switchToHttp().getResponse();
     const method: unknown = adapter.getRequestMethod(request);
-    if (SAFE_METHODS.has(method)) return next.handle();
-    const header = options.header;
-    const key = request.headers?.[header.toLowerCase()];
-    if (key === undefined) {
-      if (!options.required) return next.handle();
-      throw this.refusal('idempotency_key_missing', header);
+    if (SAFE_METHODS.has(method)) return undefined;
+    const key = options.key
+      ? await options.key(context)
+      : request.headers?.[options.header.toLowerCase()];
+    const scope = options.scope ? await options.scope(context) : defaultScope(request.headers);
+    const recordKey = this.recordKey(key, scope, options.required, refuse);
+    if (recordKey === undefined) return undefined;
+    const fingerprint = fingerprintOf(method, adapter.getRequestUrl(request), request.body);
+    const response: unknown = context.switchToHttp().getResponse();
+    const read = (this.read ??= headerReader(adapter));
+    return { recordKey, fingerprint, http: { response, read }, refuse };
+  }
+
+  /** A message (`@MessagePattern`, `@EventPattern`): its key from `key`, its data the fingerprint. */
+  private async messageCall(
+    context: ExecutionContext,
+    options: IdempotentRoute['options'],
+  ): Promise<Call | undefined> {
+    const { RpcException } = await import('@nestjs/microservices');
+    const refuse = (refusal: Refusal): Error => {
+      const [id, statusCode] = REFUSALS.rpc[refusal];
+      const names = { CLASS: context.getClass().name, METHOD: context.getHandler().name };
+      return new RpcException({ statusCode, code: id, message: this.messages.render(id, names) });
+    };
+    const key = options.key ? await options.key(context) : undefined;
+    const scope = options.scope ? await options.scope(context) : '';
+    const recordKey = this.recordKey(key, scope, options.required, refuse);
+    if (recordKey === undefined) return undefined;
+    const pattern = patternOf(this.reflector, context.getHandler());
+    const fingerprint = messageKeyOf(pattern, context.switchToRpc().getData());
+    return { recordKey, fingerprint, refuse };
+  }
+
+  /** The record's key, or `undefined` when a call without a key may run as it is. */
+  private recordKey(
+    key: unknown,
+    scope: unknown,
+    required: boolean,
+    refuse: (refusal: Refusal) => Error,
+  ): string | undefined {
+    if (key === undefined || key === null) {
+      if (!required) return undefined;
+      throw refuse('missing');
     }
     if (typeof key !== 'string' || key === '' || key.length > MAX_KEY_LENGTH) {
-      throw this.refusal('idempotency_key_invalid', header);
+      throw refuse('invalid');
     }
-    const scope = options.scope ? await options.scope(context) : defaultScope(request.headers);
     if (typeof scope !== 'string') {
-      throw new LockError(
-        'idempotent_scope_invalid',
-        this.messages.render('idempotent_scope_invalid'),
-      );
+      const text = this.messages.render('idempotent_scope_invalid');
+      throw new LockError('idempotent_scope_invalid', text);
     }
-    const recordKey = recordKeyOf(scope, key);
-    const fingerprint = fingerprintOf(method, adapter.getRequestUrl(request), request.body);
-    const read = (this.read ??= headerReader(adapter));
+    return recordKeyOf(scope, key);
+  }
 
-    // A completed request: one store read, no lock.
-    const done = await this.recordAt(recordKey);
-    if (done) return this.replay(done, fingerprint, header, response);
+  /** The call's outcome: the record's when there is one, else its own run under the key's lock. */
+  private async once(
+    call: Call,
+    route: IdempotentRoute,
+    next: CallHandler,
+  ): Promise<Observable<unknown>> {
+    const { recordKey, fingerprint, http } = call;
+    const { storeErrors, expiresAfter } = route.options;
+    // A completed one: one store read, no lock.
+    const done = await this.recordAt(call);
+    if (done) return this.replay(done, call);
     let ran: { value: unknown } | undefined;
     let own = false;
     const work = async (): Promise<IdempotencyRecord> => {
       // Past `lockTimeout` with the first still running: never a second run beside it.
-      if (!currentFlight()?.locked) throw this.refusal('idempotency_in_progress', header);
-      // Completed while this request waited for the lock.
-      const found = await this.recordAt(recordKey);
+      if (!currentFlight()?.locked) throw call.refuse('in_progress');
+      // Completed while this one waited for the lock.
+      const found = await this.recordAt(call);
       if (found) return found;
       own = true;
       let record: IdempotencyRecord;
       try {
         const value: unknown = await lastValueFrom(next.handle(), { defaultValue: undefined });
         ran = { value };
-        record = recordOf(fingerprint, value, read, response);
+        record = http
+          ? recordOf(fingerprint, value, http.read, http.response)
+          : { f: fingerprint, b: value };
       } catch (error) {
         const status = error instanceof HttpException ? error.getStatus() : 500;
-        if (options.storeErrors && status >= 400 && status <= 499) {
+        if (http && storeErrors && status >= 400 && status <= 499) {
           const body = (error as HttpException).getResponse();
-          await this.keep(
-            recordKey,
-            { f: fingerprint, s: status, b: body, x: 1 },
-            options.expiresAfter,
-          );
+          await this.keep(recordKey, { f: fingerprint, s: status, b: body, x: 1 }, expiresAfter);
         }
         throw new HandlerFailed(error);
       }
-      await this.keep(recordKey, record, options.expiresAfter);
+      await this.keep(recordKey, record, expiresAfter);
       return record;
     };
 
     const settings = this.settingsOf(route);
-    // A request that waited in this worker for one that failed: the key is free, it runs (once).
+    // One that waited in this worker for one that failed: the key is free, it runs (once).
     for (let tries = 2; ; tries--) {
       try {
         const record = (await this.engine.run(recordKey, work, settings)) as IdempotencyRecord;
         if (ran) return of(ran.value);
-        return this.replay(record, fingerprint, header, response);
+        return this.replay(record, call);
       } catch (error) {
         if (!(error instanceof HandlerFailed)) {
-          if (error instanceof LockBusyError) throw this.refusal('idempotency_in_progress', header);
+          if (error instanceof LockBusyError) throw call.refuse('in_progress');
           throw error;
         }
         if (own || tries === 1) throw error.error;
@@ -193,12 +264,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** The key's record; a store that cannot be read is no proof that there is none (503). */
-  private async recordAt(recordKey: string): Promise<IdempotencyRecord | undefined> {
+  private async recordAt(call: Call): Promise<IdempotencyRecord | undefined> {
     try {
-      return await this.cache[RECORD_GET]<IdempotencyRecord>(recordKey);
+      return await this.cache[RECORD_GET]<IdempotencyRecord>(call.recordKey);
     } catch (error) {
       this.logStoreFailure(error);
-      throw this.refusal('idempotency_unavailable');
+      throw call.refuse('unavailable');
     }
   }
 
@@ -216,16 +287,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
     Logger.error(text, 'Idempotent');
   }
 
-  /** The record's response, marked as a replay; one made for another request is refused (422). */
-  private replay(
-    record: IdempotencyRecord,
-    fingerprint: string,
-    header: string,
-    response: unknown,
-  ): Observable<unknown> {
-    if (record.f !== fingerprint) {
-      throw this.refusal('idempotency_key_reused', header);
-    }
+  /** The record's outcome, marked as a replay over HTTP; one made for another call is refused. */
+  private replay(record: IdempotencyRecord, call: Call): Observable<unknown> {
+    if (record.f !== call.fingerprint) throw call.refuse('reused');
+    if (!call.http) return of(record.b);
+    const { response } = call.http;
     const adapter = this.httpAdapterHost!.httpAdapter;
     adapter.setHeader(response, 'Idempotent-Replayed', 'true');
     if (record.x) throw new HttpException(record.b as object, record.s!);
@@ -236,9 +302,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return of(record.b);
   }
 
-  private refusal(code: keyof typeof REFUSALS, header?: string): HttpException {
-    const statusCode = REFUSALS[code];
-    const message = this.messages.render(code, header === undefined ? {} : { HEADER: header });
-    return new HttpException({ statusCode, code, message }, statusCode);
+  private refusal(context: 'http', refusal: Refusal, header: string): HttpException {
+    const [id, statusCode] = REFUSALS[context][refusal];
+    const message = this.messages.render(id, { HEADER: header });
+    return new HttpException({ statusCode, code: id, message }, statusCode);
   }
 }

@@ -136,21 +136,31 @@ export const ENGLISH_MESSAGES = {
   l1_publish_failed:
     'Could not tell the other workers to drop their copy of a cache entry: ERROR; they serve it for SECONDS s at most',
   idempotent_options_invalid:
-    '@Idempotent options must be an object of settings (header, required, expiresAfter, onBusy, ttl, lockTimeout, scope, storeErrors)',
+    '@Idempotent options must be an object of settings (header, key, required, expiresAfter, onBusy, ttl, lockTimeout, scope, storeErrors)',
   idempotent_header_invalid: '@Idempotent header must be an HTTP header name',
   idempotent_required_invalid: '@Idempotent required must be true or false',
   idempotent_expires_after_invalid: '@Idempotent expiresAfter must be a positive number of seconds',
   idempotent_on_busy_invalid: "@Idempotent onBusy must be 'throw' or 'wait'",
+  idempotent_key_invalid:
+    '@Idempotent key must be a function of the request or message context that returns the key',
   idempotent_scope_invalid:
     '@Idempotent scope must be a function of the request context that returns a string',
   idempotent_store_errors_invalid: '@Idempotent storeErrors must be true or false',
-  idempotent_http_only:
-    '@Idempotent on CLASS.METHOD works on HTTP routes only, not in a TYPE context',
+  idempotent_context_unsupported:
+    '@Idempotent on CLASS.METHOD works on HTTP routes and message handlers, not in a TYPE context',
   idempotency_key_missing: 'This request needs an HEADER header',
   idempotency_key_invalid: 'The HEADER header must hold 1 to 255 characters',
   idempotency_key_reused:
     'This HEADER was used for another request; send a new key for a new request',
   idempotency_in_progress: 'A request with this HEADER is still being processed; try again shortly',
+  idempotency_message_key_missing:
+    '@Idempotent on CLASS.METHOD found no key for this message: its key function returned none',
+  idempotency_message_key_invalid:
+    '@Idempotent on CLASS.METHOD needs a key of 1 to 255 characters from its key function',
+  idempotency_message_key_reused:
+    'This key of CLASS.METHOD was used for another message; a new message needs a new key',
+  idempotency_message_in_progress:
+    'A message with this key is still being processed by CLASS.METHOD; try again shortly',
   idempotency_unavailable: 'Idempotency keys cannot be checked now; try again shortly',
   idempotency_store_failed:
     'An idempotency record could not be read or kept: ERROR; a retry with its key runs again if it was not kept',

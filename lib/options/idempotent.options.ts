@@ -22,7 +22,12 @@ const isHeaderName = (value: unknown): boolean =>
 export interface IdempotentOptions {
   /** The request header that carries the key. Default `'Idempotency-Key'`. */
   header?: string;
-  /** Whether a request without the key is refused with a 400 (`true`) or just runs. Default `true`. */
+  /**
+   * The key, as a function of the handler's context, in place of the header: required on a
+   * message handler (`@MessagePattern`, `@EventPattern`), where it reads the message.
+   */
+  key?: (context: ExecutionContext) => string | undefined | Promise<string | undefined>;
+  /** Whether a request (or message) without a key is refused, with a 400, or just runs. Default `true`. */
   required?: boolean;
   /** Seconds a completed request's response is replayed for. Default `86400` (24 h). */
   expiresAfter?: SecondsOption;
@@ -51,6 +56,10 @@ export interface IdempotentOptions {
 export class IdempotentOptionsDto {
   @Rule('idempotent_header_invalid', isHeaderName)
   header: string = 'Idempotency-Key';
+
+  @ValidateIf(given)
+  @Rule('idempotent_key_invalid', (v) => typeof v === 'function')
+  key?: (context: ExecutionContext) => string | undefined | Promise<string | undefined> = undefined;
 
   @Rule('idempotent_required_invalid', (v) => typeof v === 'boolean')
   required: boolean = true;

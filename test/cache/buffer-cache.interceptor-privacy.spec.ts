@@ -406,7 +406,7 @@ describe.each(PLATFORMS)('BufferCacheInterceptor on $name: what is shared', (pla
       // And no key of the user's reads the admin's entry back...
       for (const key of forged) expect(await cache.get(key)).not.toEqual(admin.body);
       // ...which lives under the URL key the forged ones copy, the body in the stored response.
-      const held = await cache[LOOKUP](urlKey, () => ({ none: true }), undefined, true);
+      const held = await cache[LOOKUP](urlKey, () => ({ none: true }), undefined, 'u');
       expect(held).toMatchObject({
         value: expect.objectContaining({ b: admin.body }),
         status: 'hit',
