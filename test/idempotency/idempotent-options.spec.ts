@@ -18,7 +18,7 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 /**
  * `@Idempotent`'s options are checked when the class is defined, each in the catalog's words;
- * outside HTTP it refuses to run rather than run unguarded; a Redis that cannot be asked answers
+ * outside HTTP and messages it refuses to run rather than run unguarded; a Redis that cannot be asked answers
  * 503 and runs nothing, never a second run.
  */
 
@@ -53,6 +53,7 @@ describe('@Idempotent options', () => {
     ],
     ["onBusy: 'skip'", { onBusy: 'skip' }, [['onBusy', 'idempotent_on_busy_invalid']]],
     ['a scope that is no function', { scope: 'user' }, [['scope', 'idempotent_scope_invalid']]],
+    ['a key that is no function', { key: 'id' }, [['key', 'idempotent_key_invalid']]],
     [
       'storeErrors that is no boolean',
       { storeErrors: 1 },
@@ -137,7 +138,7 @@ describe('@Idempotent with Redis in trouble, and outside HTTP', () => {
     },
   );
 
-  it('refuses to run a handler outside HTTP (an RPC context), saying where', async () => {
+  it('refuses to run a handler outside HTTP and messages (a WebSocket gateway), saying where', async () => {
     const lock = new RedisLockService({
       redis: () => server.client(),
       namespace: 'test:idem-rpc:',
@@ -148,7 +149,7 @@ describe('@Idempotent with Redis in trouble, and outside HTTP', () => {
     const handler = Object.defineProperty(function pay() {}, 'name', { value: 'pay' });
     Reflect.defineMetadata('nestjs-buffer-lock:idempotent', { options: {}, lock: {} }, handler);
     const context = {
-      getType: () => 'rpc',
+      getType: () => 'ws',
       getHandler: () => handler,
       getClass: () => PaymentsController,
     } as unknown as ExecutionContext;
@@ -160,7 +161,7 @@ describe('@Idempotent with Redis in trouble, and outside HTTP', () => {
     );
     expect(refusal).toBeInstanceOf(LockError);
     expect((refusal as LockError).message).toBe(
-      '@Idempotent on PaymentsController.pay works on HTTP routes only, not in a rpc context',
+      '@Idempotent on PaymentsController.pay works on HTTP routes and message handlers, not in a ws context',
     );
     expect(ran).toBe(false);
     await engine.close();

@@ -108,3 +108,59 @@ describe.each(['nats', 'rmq'] as const)(
     });
   },
 );
+
+describe('@Idempotent consumers on rmq, one of them killed mid-message', () => {
+  it("hands the message to the other consumer, which processes it once the dead one's lock expired", async () => {
+    const channel = `refunds-${process.pid}-${Date.now()}`;
+    const env = {
+      REDIS_URL: server.url,
+      NS: 'mp:messages:killed:',
+      TRANSPORT: 'rmq',
+      NATS_URL,
+      AMQP_URL,
+      CHANNEL: channel,
+    };
+    const doomed = await Worker.start<MessagesCommand, MessagesReply>(
+      { ...env, HOLD: '1' },
+      WORKER,
+    );
+    const client = ClientProxyFactory.create({
+      transport: Transport.RMQ,
+      options: { urls: [AMQP_URL], queue: channel, queueOptions: { durable: false } },
+    });
+    try {
+      await client.connect();
+      const paymentId = `${channel}-1`;
+      const countsOf = (worker: typeof doomed) =>
+        worker.ask<Extract<MessagesReply, Counts>>({ cmd: 'counts' });
+      // The only consumer takes it, and dies holding it: unacknowledged, and its lock held.
+      await lastValueFrom(client.emit('payment.refunded', { paymentId, amount: 5, ms: 0 }), {
+        defaultValue: undefined,
+      });
+      while (((await countsOf(doomed)).deliveries[paymentId] ?? 0) === 0) await sleep(20);
+      const other = await Worker.start<MessagesCommand, MessagesReply>(env, WORKER);
+      doomed.process.kill('SIGKILL');
+      const killedAt = Date.now();
+      let counts = await countsOf(other);
+      while ((counts.runs[paymentId] ?? 0) === 0 && Date.now() - killedAt < 10_000) {
+        await sleep(20);
+        counts = await countsOf(other);
+      }
+      const after = Date.now() - killedAt;
+      console.log(
+        `[messages rmq, killed] redelivered to the other consumer ${counts.deliveries[paymentId]} times, processed there ${after} ms after the kill (lock ttl 1.5 s)`,
+      );
+      await sleep(300);
+      counts = await countsOf(other);
+      expect(counts.runs[paymentId]).toBe(1);
+      expect(counts.deliveries[paymentId]).toBeGreaterThanOrEqual(1);
+      // Not before the dead consumer's lock expired: extended every 0.5 s, it lived 1 to 1.5 s on.
+      expect(after).toBeGreaterThanOrEqual(900);
+      expect(after).toBeLessThan(3_000);
+      await other.stop();
+    } finally {
+      await client.close();
+      await doomed.stop();
+    }
+  });
+});

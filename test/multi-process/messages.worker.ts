@@ -2,9 +2,10 @@
  * A consumer process of test/multi-process/messages.spec.ts: a Nest microservice on NATS (a
  * queue group) or RabbitMQ (one queue, acknowledged by hand), on the Redis at REDIS_URL. Its
  * `payment.captured` handler is `@Idempotent` by the payment's id and waits for a delivery of the
- * same payment in progress elsewhere. `counts` answers with every delivery it got and every run
+ * same payment in progress elsewhere; `payment.refunded` holds its lock for 1.5 s, and with
+ * HOLD=1 never finishes. `counts` answers with every delivery it got and every run
  * of the handler it completed. Environment: REDIS_URL, NS, TRANSPORT (`nats` or `rmq`),
- * NATS_URL, AMQP_URL, CHANNEL (the queue, or the queue group).
+ * NATS_URL, AMQP_URL, CHANNEL (the queue, or the queue group), HOLD.
  */
 /* oxlint-disable typescript/no-extraneous-class -- Nest modules are empty classes with metadata */
 import 'reflect-metadata';
@@ -68,6 +69,15 @@ const paymentIdOf = (context: ExecutionContext): string =>
 @Controller()
 @UseInterceptors(DeliveryInterceptor)
 class PaymentsController {
+  /** With HOLD=1, a refund never ends here: only this process's death lets go of it. */
+  @EventPattern('payment.refunded')
+  @Idempotent({ key: paymentIdOf, onBusy: 'wait', lockTimeout: 0.5, ttl: 1.5 })
+  async refund(@Payload() payment: Payment): Promise<{ refunded: string }> {
+    if (process.env['HOLD'] === '1') await new Promise(() => {});
+    runs[payment.paymentId] = (runs[payment.paymentId] ?? 0) + 1;
+    return { refunded: payment.paymentId };
+  }
+
   @EventPattern('payment.captured')
   @Idempotent({ key: paymentIdOf, onBusy: 'wait', lockTimeout: 10, ttl: 15 })
   async capture(@Payload() payment: Payment): Promise<{ captured: string }> {
