@@ -21,6 +21,7 @@ import { notModified } from './http-conditional.js';
 import { cachedMethod, hostOf, optionsOf, over, type RequestHeaders } from './http-request.js';
 import { invalidating, UNSAFE_METHODS, urlEntry, urlKey, variedOf } from './http-invalidation.js';
 import { Streamed, valueOrStream } from './http-stream.js';
+import { fieldOf } from './graphql-field.js';
 import { isEventHandler, messageKeyOf, patternOf } from './rpc-message.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
@@ -127,10 +128,12 @@ export class BufferCacheInterceptor implements NestInterceptor {
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
-    // A message's reply is cached by its pattern and data.
-    if (context.getType() === 'rpc') return this.message(context, next);
-    // Elsewhere (GraphQL, WebSocket) nothing is cached nor coalesced; an `@Sse` stream is sent live.
-    if (context.getType() !== 'http') return next.handle();
+    // A message's reply is cached by its pattern and data, a query's field by its path,
+    // arguments and parent; over WebSocket nothing is cached nor coalesced.
+    const type = context.getType<'http' | 'rpc' | 'ws' | 'graphql'>();
+    if (type === 'rpc') return this.message(context, next);
+    if (type === 'graphql') return this.field(context, next);
+    if (type !== 'http') return next.handle();
     // A POST, PUT, PATCH or DELETE that succeeds deletes its URL's entries (RFC 9111 §4.4).
     if (this.invalidates(context)) return this.invalidating(context, next);
     const handler = context.getHandler();
@@ -257,19 +260,49 @@ export class BufferCacheInterceptor implements NestInterceptor {
 
   /**
    * A message's reply (`@MessagePattern`; never an event's), by its pattern and data (or
-   * `@CacheKey()`): built once across the fleet, its handler not run on a hit. A reply that
-   * streams (emits more than once) is sent live, as the handler's errors are.
+   * `@CacheKey()`).
    */
   private async message(
     context: ExecutionContext,
     next: CallHandler,
   ): Promise<Observable<unknown>> {
     const handler = context.getHandler();
-    if (streaming.has(handler) || isEventHandler(this.reflector, handler)) return next.handle();
+    if (isEventHandler(this.reflector, handler)) return next.handle();
+    const data: unknown = context.switchToRpc().getData();
+    return this.keyed(context, next, () => messageKeyOf(patternOf(this.reflector, handler), data));
+  }
+
+  /**
+   * A query's field (never a mutation's or a subscription's), by its path, arguments and parent
+   * (or `@CacheKey()`); with `Authorization` or `Cookie` on the request, or none to be read, it
+   * just runs, unless `http.shareAuthorized`.
+   */
+  private field(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    const field = fieldOf(context);
+    if (field.operation !== 'query') return Promise.resolve(next.handle());
+    const { headers } = field;
+    const personal =
+      !headers || headers.authorization !== undefined || headers.cookie !== undefined;
+    if (personal && !this.httpSettings().shareAuthorized) return Promise.resolve(next.handle());
+    return this.keyed(context, next, () => field.key);
+  }
+
+  /**
+   * The handler's value under `@CacheKey()`, else under `keyOf()`'s key, built once across the
+   * fleet and not run on a hit. A value that streams (emits more than once) is sent live, as the
+   * handler's errors are; none is cached.
+   */
+  private async keyed(
+    context: ExecutionContext,
+    next: CallHandler,
+    keyOf: () => string | undefined,
+  ): Promise<Observable<unknown>> {
+    const handler = context.getHandler();
+    if (streaming.has(handler)) return next.handle();
     const custom = this.customKey(context);
     const key =
       custom === undefined
-        ? messageKeyOf(patternOf(this.reflector, handler), context.switchToRpc().getData())
+        ? keyOf()
         : typeof custom === 'function'
           ? await custom(context)
           : custom;
