@@ -28,12 +28,10 @@ export interface FieldCall {
   readonly headers: RequestHeaders | undefined;
 }
 
-/** The parent as a normalized GraphQL cache knows it: its type and `id` (or `_id`); `''` at the root. */
+/** The parent as a normalized GraphQL cache knows it: its type and `id`; `''` at the root. */
 function parentKeyOf(parent: unknown, info: ResolveInfo): string | undefined {
   if (info.path !== undefined && info.path.prev === undefined) return '';
-  const id =
-    (parent as { id?: unknown; _id?: unknown } | null | undefined)?.id ??
-    (parent as { _id?: unknown } | null | undefined)?._id;
+  const id = (parent as { id?: unknown } | null | undefined)?.id;
   return typeof id === 'string' || typeof id === 'number'
     ? `${info.parentType?.name}:${id}`
     : undefined;
