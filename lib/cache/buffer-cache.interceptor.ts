@@ -68,7 +68,8 @@ const isObject = (value: unknown): value is object =>
  * `must-revalidate`, unless `http.shareAuthorized`. Only what a shared cache may store is shared (a status cacheable
  * by default, no `Set-Cookie`, no `Cache-Control` `no-store`/`private`/`no-cache`, no `Vary: *`),
  * replayed with its status and `Content-Type`; errors, files and streams (`@Sse`, an Observable
- * that emits twice) are not. Outside HTTP it only calls the handler.
+ * that emits twice) are not. A `@MessagePattern` reply is cached by its pattern and data, a GraphQL
+ * query's field by its path, arguments and parent; over WebSocket it only calls the handler.
  *
  * @example
  * ```ts

@@ -14,7 +14,15 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { BufferCacheInterceptor, BufferLockModule, Cached, CacheEvict } from '../../lib/index.js';
+import {
+  BufferCacheInterceptor,
+  BufferLockModule,
+  Cached,
+  CacheEvict,
+  CachePut,
+  Idempotent,
+  SingleFlight,
+} from '../../lib/index.js';
 import { deferred, until } from '../support/nest-helpers.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
@@ -45,6 +53,9 @@ const typeDefs = /* GraphQL */ `
   type Mutation {
     rename(id: ID!, title: String!): Book!
     reprice(id: ID!): Boolean!
+    setPrice(id: ID!, cents: Int!): Int!
+    order(item: String!): Int!
+    reindex: Int!
   }
 `;
 
@@ -84,6 +95,26 @@ class PriceResolver {
   @Cached((id: string) => `price:${id}`, { ttl: 60 })
   async price(@Args('id') id: string): Promise<number> {
     return 100 * Number(id) + ++counts.price;
+  }
+
+  @Mutation('setPrice')
+  @CachePut((id: string) => `price:${id}`)
+  async setPrice(@Args('id') _id: string, @Args('cents') cents: number): Promise<number> {
+    return cents;
+  }
+
+  @Mutation('order')
+  @Idempotent()
+  order(@Args('item') _item: string): number {
+    return ++counts.price;
+  }
+
+  @Mutation('reindex')
+  @SingleFlight('graphql-reindex', { onBusy: 'throw' })
+  async reindex(): Promise<number> {
+    const run = ++counts.price;
+    await gate.promise;
+    return run;
   }
 
   @Mutation('reprice')
@@ -128,6 +159,8 @@ describe.each(drivers)('resolvers on $name', (driver) => {
   let app: INestApplication;
   let url: string;
   let stamp = 0;
+  /** Price ids: one per test (each driver's app has a namespace of its own). */
+  let prices = 0;
 
   /** The answer's `data`; its errors, if any, thrown. */
   const query = async (
@@ -223,8 +256,36 @@ describe.each(drivers)('resolvers on $name', (driver) => {
     expect(runs).toEqual([1, 2, 3, 4]);
   });
 
+  it('@CachePut on a mutation stores what the query then answers', async () => {
+    const id = String(++prices);
+    await query(`mutation { setPrice(id: "${id}", cents: 7) }`);
+    expect((await query(`{ price(id: "${id}") }`))['price']).toBe(7);
+    expect(counts.price).toBe(0);
+  });
+
+  it("@SingleFlight on a mutation refuses a concurrent one, as a GraphQL error in the lock's words", async () => {
+    gate = deferred();
+    const first = query('mutation { reindex }');
+    await until(() => counts.price > 0);
+    const busy = await query('mutation { reindex }').catch((error: Error) => error.message);
+    gate.resolve();
+    expect((await first)['reindex']).toBe(1);
+    expect(busy).toContain('This entry is being built by another worker; try again shortly');
+    expect(counts.price).toBe(1);
+  });
+
+  it('@Idempotent on a resolver refuses to run, saying where it works', async () => {
+    const refused = await query('mutation { order(item: "tea") }').catch(
+      (error: Error) => error.message,
+    );
+    expect(refused).toContain(
+      '@Idempotent on PriceResolver.order works on HTTP routes and message handlers, not in a graphql context',
+    );
+    expect(counts.price).toBe(0);
+  });
+
   it('@Cached and @CacheEvict work on resolver methods as on any method', async () => {
-    const id = String(Math.floor(stamp) % 1000);
+    const id = String(++prices);
     const price = `{ price(id: "${id}") }`;
     const first = await query(price);
     const hit = await query(price);
