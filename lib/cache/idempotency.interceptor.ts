@@ -11,6 +11,7 @@ import {
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { lastValueFrom, of, type Observable } from 'rxjs';
 import { LockBusyError } from '../errors/lock-busy.error.js';
+import { RedisUnavailableError } from '../errors/redis-unavailable.error.js';
 import { LockError } from '../errors/lock.error.js';
 import { BufferLockMessages } from '../messages/buffer-lock-messages.js';
 import { errorText } from '../messages/error-text.js';
@@ -246,6 +247,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       } catch (error) {
         if (!(error instanceof HandlerFailed)) {
           if (error instanceof LockBusyError) throw call.refuse('in_progress');
+          if (error instanceof RedisUnavailableError) throw call.refuse('unavailable');
           throw error;
         }
         if (own || tries === 1) throw error.error;

@@ -18,6 +18,7 @@ import {
 import { buildBaseline } from './baseline.js';
 import { cacheSection } from './cache.bench.js';
 import { earlyRefreshSection } from './early-refresh.bench.js';
+import { graphqlSection } from './graphql.bench.js';
 import { historySection } from './history.bench.js';
 import { idempotencySection } from './idempotency.bench.js';
 import { instructionsSection } from './instructions.bench.js';
@@ -44,6 +45,7 @@ const SECTIONS: readonly BenchSection[] = [
   valuesSection,
   historySection,
   idempotencySection,
+  graphqlSection,
 ];
 
 // Compiled to .build/test/bench/run.js; RESULTS.md lives next to the sources.

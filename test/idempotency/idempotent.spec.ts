@@ -11,9 +11,11 @@ import {
   ServiceUnavailableException,
   type ExecutionContext,
 } from '@nestjs/common';
+import diagnostics from 'node:diagnostics_channel';
 import request from 'supertest';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Idempotent } from '../../lib/index.js';
+import { CHANNEL_NAMES, type FlightTrace } from '../../lib/opentelemetry/index.js';
 import { closeApps, PLATFORMS, startApp, type PlatformResponse } from '../support/http-apps.js';
 import { deferred, until } from '../support/nest-helpers.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -28,6 +30,14 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 let runs = 0;
 let gate = deferred();
 const fail = { times: 0, status: 500 };
+
+/** Throws while `fail.times` lasts: a 404 for the item, or the warehouse's 503. */
+function failWhenTold(item: unknown): void {
+  if (fail.times === 0) return;
+  fail.times--;
+  if (fail.status === 404) throw new NotFoundException(`no item ${String(item)}`);
+  throw new ServiceUnavailableException('the warehouse is down');
+}
 
 interface Order {
   readonly run: number;
@@ -47,11 +57,7 @@ class OrdersController {
     @Res({ passthrough: true }) res: PlatformResponse,
   ): Order {
     const run = ++runs;
-    if (fail.times > 0) {
-      fail.times--;
-      if (fail.status === 404) throw new NotFoundException(`no item ${String(body.item)}`);
-      throw new ServiceUnavailableException('the warehouse is down');
-    }
+    failWhenTold(body.item);
     res.header('Location', `/orders/${run}`);
     return { run, item: body.item };
   }
@@ -69,10 +75,7 @@ class OrdersController {
   async waited(@Body() body: { item: unknown }): Promise<Order> {
     const run = ++runs;
     await gate.promise;
-    if (fail.times > 0) {
-      fail.times--;
-      throw new ServiceUnavailableException('the warehouse is down');
-    }
+    failWhenTold(body.item);
     return { run, item: body.item };
   }
 
@@ -86,11 +89,7 @@ class OrdersController {
   @Idempotent({ storeErrors: true })
   remembered(@Body() body: { item: unknown }): Order {
     const run = ++runs;
-    if (fail.times > 0) {
-      fail.times--;
-      if (fail.status === 404) throw new NotFoundException(`no item ${String(body.item)}`);
-      throw new ServiceUnavailableException('the warehouse is down');
-    }
+    failWhenTold(body.item);
     return { run, item: body.item };
   }
 
@@ -317,6 +316,22 @@ describe.each(PLATFORMS)('@Idempotent on $name', (platform) => {
     const retry = await post('/orders', key, { item: 'tea' });
     expect([first.status, retry.status]).toEqual([404, 201]);
     expect(runs).toBe(2);
+  });
+
+  it("is traced as the single-flight channel's operations: the first run is one, a replay none", async () => {
+    const flights: FlightTrace[] = [];
+    const channel = diagnostics.tracingChannel<unknown, FlightTrace>(CHANNEL_NAMES.flight);
+    const handlers = { asyncEnd: (trace: FlightTrace) => void flights.push({ ...trace }) };
+    channel.subscribe(handlers);
+    try {
+      const key = newKey();
+      await post('/orders', key, { item: 'tea' });
+      await post('/orders', key, { item: 'tea' });
+    } finally {
+      channel.unsubscribe(handlers);
+    }
+    expect(flights.map((f) => [f.role, f.locked, f.outcome])).toEqual([['leader', true, 'ok']]);
+    expect(flights[0]!.keyHash).toMatch(/^[0-9a-f]{32}$/);
   });
 
   it('lets a GET through as it is: a safe method needs no key', async () => {

@@ -143,6 +143,61 @@ describe.each(['express', 'fastify'])('@Idempotent across 2 workers on %s', (pla
     expect(await runsOf(key)).toEqual([1, 1]);
   });
 
+  it('leaves the key free when the handler fails in one worker: the retry runs in the other', async () => {
+    const key = newKey();
+    const failed = await post(urls[0]!, '/flaky-orders', key, 'tea', { 'x-fail': '503' });
+    const retry = await post(urls[1]!, '/flaky-orders', key, 'tea');
+    const again = await post(urls[0]!, '/flaky-orders', key, 'tea');
+    expect([failed.status, retry.status, again.status]).toEqual([503, 201, 201]);
+    expect([retry.body.pid, again.replayed, again.body]).toEqual([
+      workers[1]!.process.pid,
+      'true',
+      retry.body,
+    ]);
+    expect(await runsOf(key)).toEqual([1, 1]);
+  });
+
+  it("with storeErrors, replays one worker's 4xx in the other", async () => {
+    const key = newKey();
+    const first = await post(urls[0]!, '/remembered-orders', key, 'tea', { 'x-fail': '404' });
+    const retry = await post(urls[1]!, '/remembered-orders', key, 'tea');
+    expect([first.status, retry.status, retry.replayed]).toEqual([404, 404, 'true']);
+    expect(retry.body).toEqual(first.body);
+    expect(await runsOf(key)).toEqual([1, 0]);
+  });
+
+  it('replays for expiresAfter only (1 s): later, the key runs again in the other worker', async () => {
+    const key = newKey();
+    const first = await post(urls[0]!, '/brief-orders', key, 'tea');
+    const replayed = await post(urls[1]!, '/brief-orders', key, 'tea');
+    await sleep(1_100);
+    const later = await post(urls[1]!, '/brief-orders', key, 'tea');
+    expect([first.status, replayed.replayed, later.status, later.replayed]).toEqual([
+      201,
+      'true',
+      201,
+      null,
+    ]);
+    expect(await runsOf(key)).toEqual([1, 1]);
+  });
+
+  it('refuses a request without the key in either worker (400), running nothing', async () => {
+    const answers = await Promise.all(
+      urls.map(async (url) => {
+        const response = await fetch(`${url}/orders`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ item: 'tea' }),
+        });
+        return [response.status, ((await response.json()) as { code: string }).code];
+      }),
+    );
+    expect(answers).toEqual([
+      [400, 'idempotency_key_missing'],
+      [400, 'idempotency_key_missing'],
+    ]);
+  });
+
   it("frees the key of a worker killed mid-request once its lock's ttl (1 s) has passed, not before", async () => {
     const doomed = await Worker.start<HttpCommand, HttpReply>(
       { ...env, REDIS_URL: server.url },

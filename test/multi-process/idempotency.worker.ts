@@ -6,7 +6,18 @@
  */
 /* oxlint-disable typescript/no-extraneous-class -- Nest modules are empty classes with metadata */
 import 'reflect-metadata';
-import { Body, Controller, Get, Headers, HttpCode, Module, Post, Query } from '@nestjs/common';
+import {
+  Body,
+  Controller,
+  Get,
+  Headers,
+  HttpCode,
+  Module,
+  NotFoundException,
+  Post,
+  Query,
+  ServiceUnavailableException,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
@@ -28,6 +39,14 @@ async function place(key: string, item: unknown, ms: string | undefined): Promis
   runs[key] = (runs[key] ?? 0) + 1;
   await sleep(Number(ms ?? 0));
   return { pid: process.pid, run: runs[key], item };
+}
+
+/** `place()`, unless told to fail: then a run that throws (counted as a run all the same). */
+async function failOr(fail: string | undefined, placed: () => Promise<Order>): Promise<Order> {
+  if (fail === undefined) return placed();
+  await placed();
+  if (fail === '404') throw new NotFoundException('no such item');
+  throw new ServiceUnavailableException('the warehouse is down');
 }
 
 @Controller()
@@ -64,6 +83,36 @@ class OrdersController {
     @Query('ms') ms?: string,
   ): Promise<Order> {
     return place(key, body.item, ms);
+  }
+
+  /** Fails with a 503 (`X-Fail: 503`) or a 404 (`X-Fail: 404`) when told: never part of the request's fingerprint. */
+  @Post('flaky-orders')
+  @HttpCode(201)
+  @Idempotent()
+  flaky(
+    @Headers('idempotency-key') key: string,
+    @Headers('x-fail') fail: string | undefined,
+    @Body() body: { item: unknown },
+  ): Promise<Order> {
+    return failOr(fail, () => place(key, body.item, undefined));
+  }
+
+  @Post('remembered-orders')
+  @HttpCode(201)
+  @Idempotent({ storeErrors: true })
+  remembered(
+    @Headers('idempotency-key') key: string,
+    @Headers('x-fail') fail: string | undefined,
+    @Body() body: { item: unknown },
+  ): Promise<Order> {
+    return failOr(fail, () => place(key, body.item, undefined));
+  }
+
+  @Post('brief-orders')
+  @HttpCode(201)
+  @Idempotent({ expiresAfter: 1 })
+  brief(@Headers('idempotency-key') key: string, @Body() body: { item: unknown }): Promise<Order> {
+    return place(key, body.item, undefined);
   }
 
   @Get('runs')
