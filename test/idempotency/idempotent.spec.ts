@@ -321,7 +321,13 @@ describe.each(PLATFORMS)('@Idempotent on $name', (platform) => {
   it("is traced as the single-flight channel's operations: the first run is one, a replay none", async () => {
     const flights: FlightTrace[] = [];
     const channel = diagnostics.tracingChannel<unknown, FlightTrace>(CHANNEL_NAMES.flight);
-    const handlers = { asyncEnd: (trace: FlightTrace) => void flights.push({ ...trace }) };
+    const handlers = {
+      start() {},
+      end() {},
+      asyncStart() {},
+      asyncEnd: (trace: FlightTrace) => void flights.push({ ...trace }),
+      error() {},
+    };
     channel.subscribe(handlers);
     try {
       const key = newKey();
