@@ -141,7 +141,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const text = this.messages.render('idempotent_context_unsupported', names);
       throw new LockError('idempotent_context_unsupported', text);
     }
-    const refuse = (refusal: Refusal): Error => this.refusal('http', refusal, options.header);
+    const refuse = (refusal: Refusal): Error => this.httpRefusal(refusal, options.header);
     const request = context.switchToHttp().getRequest<Request>();
     const method: unknown = adapter.getRequestMethod(request);
     if (SAFE_METHODS.has(method)) return undefined;
@@ -304,8 +304,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return of(record.b);
   }
 
-  private refusal(context: 'http', refusal: Refusal, header: string): HttpException {
-    const [id, statusCode] = REFUSALS[context][refusal];
+  private httpRefusal(refusal: Refusal, header: string): HttpException {
+    const [id, statusCode] = REFUSALS.http[refusal];
     const message = this.messages.render(id, { HEADER: header });
     return new HttpException({ statusCode, code: id, message }, statusCode);
   }

@@ -154,7 +154,7 @@ export const ENGLISH_MESSAGES = {
     'This HEADER was used for another request; send a new key for a new request',
   idempotency_in_progress: 'A request with this HEADER is still being processed; try again shortly',
   idempotency_message_key_missing:
-    '@Idempotent on CLASS.METHOD found no key for this message: its key function returned none',
+    '@Idempotent on CLASS.METHOD found no key for this message: its key option must be a function that reads one from the message',
   idempotency_message_key_invalid:
     '@Idempotent on CLASS.METHOD needs a key of 1 to 255 characters from its key function',
   idempotency_message_key_reused:

@@ -26,6 +26,7 @@ import {
   BufferLockModule,
   Cached,
   CacheEvict,
+  Idempotent,
   LockBusyError,
   RedisUnavailableError,
   SingleFlight,
@@ -119,6 +120,18 @@ class PricesController {
   @CacheEvict((data: { sku: string }) => `stock:${data.sku}`)
   async restock(data: { sku: string }): Promise<string> {
     return data.sku;
+  }
+
+  @MessagePattern('charge')
+  @Idempotent({ key: (context) => context.switchToRpc().getData<{ id: string }>().id })
+  charge(@Payload() data: { id: string; cents: number }): { id: string; run: number } {
+    return { id: data.id, run: ++runs };
+  }
+
+  @MessagePattern('keyless')
+  @Idempotent()
+  keyless(@Payload() data: { id: string }): string {
+    return data.id;
   }
 
   @MessagePattern('reindex')
@@ -270,6 +283,26 @@ describe.each(transports)('message handlers over $name', (transport) => {
     await ask<string>('restock', { sku });
     const rebuilt = await ask<Quote>('stock', { sku });
     expect([first.run, hit.run, rebuilt.run]).toEqual([1, 1, 2]);
+  });
+
+  it('@Idempotent processes a message key once: a redelivery gets the kept reply, another message with the key an error', async () => {
+    const id = `c-${Date.now()}`;
+    const first = await ask<object>('charge', { id, cents: 5 });
+    const again = await ask<object>('charge', { id, cents: 5 });
+    const other = await ask<object>('charge', { id, cents: 6 }).catch((error: unknown) => error);
+    const keyless = await ask<object>('keyless', { id }).catch((error: unknown) => error);
+    expect([first, again]).toEqual([
+      { id, run: 1 },
+      { id, run: 1 },
+    ]);
+    expect(other).toEqual({
+      statusCode: 422,
+      code: 'idempotency_message_key_reused',
+      message:
+        'This key of PricesController.charge was used for another message; a new message needs a new key',
+    });
+    expect(keyless).toMatchObject({ statusCode: 400, code: 'idempotency_message_key_missing' });
+    expect(runs).toBe(1);
   });
 
   it("@SingleFlight with onBusy: 'throw' refuses a concurrent request in the lock's words", async () => {
