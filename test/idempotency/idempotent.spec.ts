@@ -106,6 +106,21 @@ class OrdersController {
   }
 }
 
+/** `@Idempotent` on a controller: every unsafe route of it. */
+@Controller('basket')
+@Idempotent()
+class BasketController {
+  @Post('items')
+  add(@Body() body: { item: unknown }): Order {
+    return { run: ++runs, item: body.item };
+  }
+
+  @Get('items')
+  list(): object {
+    return { run: ++runs };
+  }
+}
+
 let server: RedisServer;
 beforeAll(async () => {
   server = await startRedis();
@@ -127,7 +142,9 @@ describe.each(PLATFORMS)('@Idempotent on $name', (platform) => {
 
   beforeAll(async () => {
     const namespace = `test:idempotent:${platform.name}:`;
-    ({ url } = await startApp(platform, server, [OrdersController], { namespace }));
+    ({ url } = await startApp(platform, server, [OrdersController, BasketController], {
+      namespace,
+    }));
   });
   beforeEach(() => {
     runs = 0;
@@ -338,6 +355,20 @@ describe.each(PLATFORMS)('@Idempotent on $name', (platform) => {
     }
     expect(flights.map((f) => [f.role, f.locked, f.outcome])).toEqual([['leader', true, 'ok']]);
     expect(flights[0]!.keyHash).toMatch(/^[0-9a-f]{32}$/);
+  });
+
+  it('on a controller, guards each of its unsafe routes and lets its GETs through', async () => {
+    const key = newKey();
+    const first = await post('/basket/items', key, { item: 'tea' });
+    const retry = await post('/basket/items', key, { item: 'tea' });
+    const keyless = await post('/basket/items', undefined, { item: 'tea' });
+    const listed = await request(url).get('/basket/items');
+    expect([first.status, retry.status, retry.headers['idempotent-replayed']]).toEqual([
+      201,
+      201,
+      'true',
+    ]);
+    expect([keyless.status, listed.status, listed.body.run]).toEqual([400, 200, 2]);
   });
 
   it('lets a GET through as it is: a safe method needs no key', async () => {
