@@ -20,7 +20,9 @@ import { answers, variantOf } from './http-vary.js';
 import { notModified } from './http-conditional.js';
 import { cachedMethod, hostOf, optionsOf, over, type RequestHeaders } from './http-request.js';
 import { invalidating, UNSAFE_METHODS, urlEntry, urlKey, variedOf } from './http-invalidation.js';
-import { Streamed, valueOrStream } from './http-stream.js';
+import { Streamed } from './http-stream.js';
+import { Carried, handlerOutcome, isHandlerOutcome, streaming } from './handler-outcome.js';
+import { keyedValue } from './keyed-value.js';
 import { fieldOf } from './graphql-field.js';
 import { isEventHandler, messageKeyOf, patternOf } from './rpc-message.js';
 import { BufferLockConfigError } from '../errors/lock.error.js';
@@ -43,21 +45,6 @@ export const CACHE_TAGS_METADATA = 'nestjs-buffer-lock:cache_tags';
 
 type Factory<T> = (context: ExecutionContext) => T;
 type HttpSettings = Readonly<HttpCacheOptionsDto>;
-
-// Passed on as they are, unlike the cache's own errors; shared by every interceptor class.
-const handlerErrors = new WeakSet<object>();
-
-// Handlers whose Observable emitted more than once: streams, sent live from then on.
-const streaming = new WeakSet<object>();
-
-// Through the cache and out again as it was: a `StreamableFile` (read once: sent, never cached),
-// a response a shared cache may not store, or a non-object the handler threw.
-class Carried {
-  constructor(readonly value: unknown) {}
-}
-
-const isObject = (value: unknown): value is object =>
-  (typeof value === 'object' && value !== null) || typeof value === 'function';
 
 /**
  * A drop-in for `@nestjs/cache-manager`'s `CacheInterceptor` (same routes, `@CacheKey()`,
@@ -169,13 +156,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
       ran = true;
       // The route's own status and headers (`@HttpCode()`, `@Header()`): a hit sets them too.
       head.before ??= beforeOf(read, response);
-      try {
-        made = await valueOrStream(next.handle(), (end) => (unsubscribe = end));
-      } catch (error) {
-        if (!isObject(error)) throw new Carried(error);
-        handlerErrors.add(error);
-        throw error;
-      }
+      made = await handlerOutcome(next.handle(), (end) => (unsubscribe = end));
       if (made instanceof Streamed) {
         streaming.add(handler);
         // A refresh after this request was answered: no one takes the stream.
@@ -245,7 +226,7 @@ export class BufferCacheInterceptor implements NestInterceptor {
         this.setHeadersWhenHttp(context, 'miss');
         return of(kept.value);
       }
-      if (error instanceof Carried || (isObject(error) && handlerErrors.has(error))) {
+      if (isHandlerOutcome(error)) {
         this.setHeadersWhenHttp(context, 'miss');
         // Another request's handler failed, or made a response not to share: this one runs its own.
         if (!ran) return next.handle();
@@ -308,42 +289,11 @@ export class BufferCacheInterceptor implements NestInterceptor {
           ? await custom(context)
           : custom;
     if (!key) return next.handle();
-    let kept: Carried | undefined;
-    let produced: { value: unknown } | undefined;
-    let ran = false;
-    let unsubscribe: (() => void) | undefined;
-    const factory = async (): Promise<unknown> => {
-      let made: { value: unknown } | Streamed;
-      ran = true;
-      try {
-        made = await valueOrStream(next.handle(), (end) => (unsubscribe = end));
-      } catch (error) {
-        throw isObject(error) ? (handlerErrors.add(error), error) : new Carried(error);
-      }
-      if (made instanceof Streamed) {
-        streaming.add(handler);
-        throw (kept = new Carried(made));
-      }
-      produced = made;
-      return made.value;
-    };
-    try {
-      const options = await this.optionsOf(context);
-      if (options === 'uncached') return next.handle();
-      const space = custom === undefined ? 'r' : undefined;
-      return of((await this.cache[LOOKUP](String(key), factory, options, space)).value);
-    } catch (error) {
-      unsubscribe?.();
-      if (kept && error === kept) return (kept.value as Streamed).stream;
-      if (error instanceof Carried || (isObject(error) && handlerErrors.has(error))) {
-        // Another call's handler failed: this one runs its own.
-        if (!ran) return next.handle();
-        return throwError(() => (error instanceof Carried ? error.value : error));
-      }
-      const text = this.messages.render('cache_interceptor_failed', { ERROR: errorText(error) });
-      Logger.error(text, 'BufferCacheInterceptor');
-      return produced ? of(produced.value) : next.handle();
-    }
+    const options = await this.optionsOf(context);
+    if (options === 'uncached') return next.handle();
+    const space = custom === undefined ? 'r' : undefined;
+    const parts = { cache: this.cache, messages: this.messages };
+    return keyedValue(parts, { handler, next, key: String(key), space, options });
   }
 
   /** The route's `@CacheTTL()` and `@CacheTags()` (on the handler, else its class) as options. */

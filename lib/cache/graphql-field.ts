@@ -1,7 +1,7 @@
 // What the interceptor reads of a resolver call: GraphQL's own arguments (parent, arguments,
 // context, info), with no need of @nestjs/graphql.
 import type { ExecutionContext } from '@nestjs/common';
-import { fingerprintOf } from './idempotency-record.js';
+import { fingerprintOf } from './call-digest.js';
 import type { RequestHeaders } from './http-request.js';
 
 interface ResolveInfo {

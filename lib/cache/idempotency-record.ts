@@ -1,6 +1,5 @@
-// What `@Idempotent` keeps of a completed request, and how a key and a request are told apart.
-import { createHash } from 'node:crypto';
-import { inspect } from 'node:util';
+// What `@Idempotent` keeps of a completed request, and whose key it is.
+import { digest } from './call-digest.js';
 import { headersOf, REPRESENTATION } from './http-entry.js';
 import type { RequestHeaders } from './http-request.js';
 import { headOf, type HeaderReader } from './http-response.js';
@@ -20,26 +19,9 @@ export interface IdempotencyRecord {
   readonly x?: 1;
 }
 
-const digest = (text: string): string => createHash('sha256').update(text).digest('base64url');
-
-// Any body a platform parsed, or left raw, as text: one request's body always gives the same.
-const textOf = (body: unknown): string => {
-  if (typeof body === 'string') return `s${body}`;
-  if (Buffer.isBuffer(body)) return `b${body.toString('base64')}`;
-  try {
-    return `j${JSON.stringify(body) ?? ''}`;
-  } catch {
-    return `i${inspect(body, { depth: Infinity, sorted: true })}`;
-  }
-};
-
 /** Where a key's record lives: the caller's scope and the key, hashed (no raw key reaches Redis). */
 export const recordKeyOf = (scope: string, key: string): string =>
   digest(JSON.stringify([scope, key]));
-
-/** The request as the draft's fingerprint sees it: its method, URL (path and query) and body. */
-export const fingerprintOf = (method: unknown, url: unknown, body: unknown): string =>
-  digest(JSON.stringify([String(method), String(url), textOf(body)]));
 
 /** The default scope: the credentials the request carries, so no caller replays another's key. */
 export const defaultScope = (headers: RequestHeaders | undefined): string =>

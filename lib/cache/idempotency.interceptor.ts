@@ -28,9 +28,9 @@ import { BufferCache, RECORD_GET, RECORD_SET } from './buffer-cache.service.js';
 import type { RequestHeaders } from './http-request.js';
 import { messageKeyOf, patternOf } from './rpc-message.js';
 import { headerReader, type HeaderReader } from './http-response.js';
+import { fingerprintOf } from './call-digest.js';
 import {
   defaultScope,
-  fingerprintOf,
   recordKeyOf,
   recordOf,
   type IdempotencyRecord,

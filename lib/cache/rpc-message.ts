@@ -1,7 +1,7 @@
 // What the cache reads of a message handler (`@MessagePattern`, `@EventPattern`): the metadata
 // keys of @nestjs/microservices (an optional peer, never loaded here).
 import type { Reflector } from '@nestjs/core';
-import { fingerprintOf } from './idempotency-record.js';
+import { fingerprintOf } from './call-digest.js';
 
 const PATTERN_METADATA = 'microservices:pattern';
 const PATTERN_HANDLER_METADATA = 'microservices:handler_type';
