@@ -6,7 +6,8 @@ import { inspect } from 'node:util';
 export const digest = (text: string): string =>
   createHash('sha256').update(text).digest('base64url');
 
-// Any body a platform parsed, or left raw, as text: one request's body always gives the same.
+// Any value (a body a platform parsed or left raw, a pattern object) as text: one value always
+// gives the same, and two of different kinds never do.
 const textOf = (body: unknown): string => {
   if (typeof body === 'string') return `s${body}`;
   if (Buffer.isBuffer(body)) return `b${body.toString('base64')}`;
@@ -18,5 +19,5 @@ const textOf = (body: unknown): string => {
 };
 
 /** A call as a fingerprint or a key sees it: its method (or kind), target (a URL, a pattern, a field) and body. */
-export const fingerprintOf = (method: unknown, url: unknown, body: unknown): string =>
-  digest(JSON.stringify([String(method), String(url), textOf(body)]));
+export const fingerprintOf = (method: unknown, target: unknown, body: unknown): string =>
+  digest(JSON.stringify([String(method), textOf(target), textOf(body)]));

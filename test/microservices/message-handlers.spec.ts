@@ -87,6 +87,18 @@ class PricesController {
     );
   }
 
+  @MessagePattern({ cmd: 'list-price' })
+  @UseInterceptors(BufferCacheInterceptor)
+  listPrice(@Payload() data: { sku: string }): string {
+    return `list ${data.sku} ${++runs}`;
+  }
+
+  @MessagePattern({ cmd: 'sale-price' })
+  @UseInterceptors(BufferCacheInterceptor)
+  salePrice(@Payload() data: { sku: string }): string {
+    return `sale ${data.sku} ${++runs}`;
+  }
+
   @MessagePattern('named')
   @UseInterceptors(BufferCacheInterceptor)
   @CacheKey('named-quote')
@@ -184,7 +196,7 @@ describe.each(transports)('message handlers over $name', (transport) => {
   const channel = `prices-${transport.name}-${process.pid}-${Date.now()}`;
   let app: INestMicroservice;
   let client: ClientProxy;
-  const ask = <T>(pattern: string, data: object): Promise<T> =>
+  const ask = <T>(pattern: string | object, data: object): Promise<T> =>
     lastValueFrom(client.send<T>(pattern, data));
 
   beforeAll(async () => {
@@ -246,6 +258,13 @@ describe.each(transports)('message handlers over $name', (transport) => {
     const sameRegion = await ask<Quote>('region-price', { sku: 'b', region });
     const otherRegion = await ask<Quote>('region-price', { sku: 'a', region: `us-${region}` });
     expect([first.run, sameRegion.run, otherRegion.run]).toEqual([1, 1, 2]);
+  });
+
+  it('keys object patterns apart: two handlers given the same data keep their own replies', async () => {
+    const sku = `o-${Date.now()}`;
+    const list = await ask<string>({ cmd: 'list-price' }, { sku });
+    const sale = await ask<string>({ cmd: 'sale-price' }, { sku });
+    expect([list, sale]).toEqual([`list ${sku} 1`, `sale ${sku} 2`]);
   });
 
   it('never caches an event: each one runs its handler', async () => {
