@@ -71,6 +71,9 @@ const REFUSALS: Readonly<Record<'http' | 'rpc', Record<Refusal, [MessageId, numb
   },
 };
 
+// Loaded by the first message only: an app without message handlers never needs the package.
+let microservices: Promise<typeof import('@nestjs/microservices')> | undefined;
+
 type Request = { readonly headers?: RequestHeaders; readonly body?: unknown };
 
 /** One request or message, as its key's record knows it. */
@@ -162,7 +165,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     context: ExecutionContext,
     options: IdempotentRoute['options'],
   ): Promise<Call | undefined> {
-    const { RpcException } = await import('@nestjs/microservices');
+    const { RpcException } = await (microservices ??= import('@nestjs/microservices'));
     const refuse = (refusal: Refusal): Error => {
       const [id, statusCode] = REFUSALS.rpc[refusal];
       const names = { CLASS: context.getClass().name, METHOD: context.getHandler().name };
