@@ -124,6 +124,20 @@ describe('the history checker', () => {
     expect(check([write, read(30, 31, built(2, 12))]).violations).toEqual([]);
   });
 
+  it('trusts the source over the clocks: a value carrying the version a write bumped the row to, or a later one, was made after it', () => {
+    // Two processes' clocks put the build's start, and the other write's end, before the delete.
+    const deleted = invalidation('delete', 10, 20, { row: 'r', version: 2 });
+    expect(check([deleted, read(30, 31, built(2, 5))]).violations).toEqual([]);
+    const later = { ...built(3, 0, 'w3'), origin: 'write' as const };
+    const set = invalidation('set', 2, 8, { wrote: later, row: 'r', version: 3, process: 2 });
+    expect(check([set, deleted, read(30, 31, later)]).violations).toEqual([]);
+    // Without a version to go by, the clocks decide.
+    const untold = invalidation('deleteByTag', 10, 20, { tags: true });
+    expect(check([untold, read(30, 31, built(2, 5))]).violations.map((v) => v.why)).toEqual([
+      'replaced',
+    ]);
+  });
+
   it('reports a set value served after a later set returned, and lets the later one pass', () => {
     const first = { ...built(1, 0, 'w1'), origin: 'write' as const };
     const second = { ...built(2, 0, 'w2'), origin: 'write' as const };

@@ -1,11 +1,13 @@
 /**
  * The cache's first promise, checked over a recorded history, in the manner of Jepsen's checkers:
  * what was deleted or replaced is not served again. Every call has a start and an end on one clock
- * shared by the processes of the run (`performance.timeOrigin + performance.now()`). A read is
+ * shared by the processes of the run (the machine's monotonic clock, `sharedClock`). A read is
  * stale when it returns a value that an invalidation which RETURNED before the read began had
  * superseded: the source row's version it carries is older than the one the invalidation wrote, or
  * the value was made before the invalidation began (a build that read the source earlier, a `set`
- * that ended earlier). Calls that overlap an invalidation may return either side of it.
+ * that ended earlier), unless it carries the version the invalidation wrote or a later one (it was
+ * then made after the invalidation began, whatever the clocks recorded). Calls that overlap an
+ * invalidation may return either side of it.
  *
  * Exceptions are allowed by name, each within its documented bound; everything else is a
  * violation:
@@ -217,10 +219,15 @@ function supersedes(
   skewMs: number,
 ): 'version' | 'replaced' | undefined {
   if (missed.wrote?.id === value.id) return undefined;
+  // The source serializes its rows' versions: a value carrying the version `missed` bumped the row
+  // to, or a later one, was read (a build) or bumped (a write) after that bump, so after `missed`
+  // began, whatever two processes' clocks recorded.
+  if (missed.row === value.row && missed.version !== undefined) {
+    if (value.version >= missed.version) return undefined;
+    if (value.origin === 'build') return 'version';
+  }
   if (value.origin === 'build') {
-    // The factory read the source before `missed` bumped it, so its build began before `missed`.
-    const older = missed.row === value.row && (missed.version ?? 0) > value.version;
-    return older ? 'version' : value.madeAt + skewMs < missed.start ? 'replaced' : undefined;
+    return value.madeAt + skewMs < missed.start ? 'replaced' : undefined;
   }
   // A written value: the write that stored it ended before this invalidation began. (Concurrent
   // writes may land in either order, whatever versions they carry.)

@@ -4,6 +4,13 @@
  */
 import type { RowValue } from './history-checker.js';
 
+/**
+ * The clock every process of the run records on, in ms: the machine's monotonic clock, which all
+ * of its processes read alike. (`performance.timeOrigin` is fixed by each process as it starts,
+ * and two processes' can disagree by more than the checker's 1 ms.)
+ */
+export const sharedClock = (): number => Number(process.hrtime.bigint()) / 1e6;
+
 /** How a fleet is set up for one round: every worker alike. */
 export interface FleetSetup {
   /** The cache's Redis. */
@@ -37,9 +44,11 @@ export type HistoryCommand =
   | ({ readonly id: number; readonly cmd: 'open' } & FleetSetup)
   | ({ readonly id: number; readonly cmd: 'call' } & Call)
   /** The worst event-loop delay of the worker since the round opened. */
-  | { readonly id: number; readonly cmd: 'lag' };
+  | { readonly id: number; readonly cmd: 'lag' }
+  /** The worker's `sharedClock()`, to measure how far its clock is from the run's. */
+  | { readonly id: number; readonly cmd: 'clock' };
 
-/** What a call did, on the shared clock (`performance.timeOrigin + performance.now()`). */
+/** What a call did, on `sharedClock`. */
 export interface CallRecord {
   readonly start: number;
   readonly end: number;
@@ -59,6 +68,7 @@ export type HistoryReply =
   | { readonly ready: true; readonly pid: number }
   | { readonly id: number; readonly done: true }
   | { readonly id: number; readonly lagMs: number }
+  | { readonly id: number; readonly clock: number }
   | ({ readonly id: number } & CallRecord)
   | { readonly id: number; readonly error: string };
 

@@ -1,7 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { Worker } from '../multi-process/flight.workers.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-cluster.js';
@@ -21,6 +20,7 @@ import {
   keysTagged,
   rowKeys,
   rowTag,
+  sharedClock,
   type Call,
   type CallRecord,
   type FleetSetup,
@@ -92,6 +92,8 @@ export interface RoundResult {
   readonly sweepMs: number;
   /** The worst event-loop delay of the round's processes (ms): see `in-flight-to-reader`. */
   readonly lagMs: number;
+  /** How far a worker's clock may be from the run's, measured (ms): see `clockSkewMs`. */
+  readonly clockMs: number;
 }
 
 /** mulberry32: a small seeded generator, so that a seed replays the same choices. */
@@ -106,12 +108,15 @@ export function random(seed: number): () => number {
   };
 }
 
-const now = (): number => performance.timeOrigin + performance.now();
+const now = sharedClock;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 /** A call that has not answered by then is given up (and not recorded). */
 const CALL_TIMEOUT_MS = 20_000;
 /** A round trip to the local Redis and back, beside the readers' event-loop delay (ms). */
 const ROUND_TRIP_MS = 2;
+/** The clocks' error the checker allows at least (ms), and the readings that measure it. */
+const CLOCK_SKEW_MS = 1;
+const CLOCK_READINGS = 20;
 
 type HistoryWorker = Worker<HistoryCommand, HistoryReply>;
 type Answer = { readonly id: number } & CallRecord;
@@ -216,6 +221,7 @@ export class HistoryFleet {
       ...(setup.writeReplicas === undefined ? {} : { writeReplicas: setup.writeReplicas }),
     };
     await Promise.all(this.workers.map((w) => w.ask({ cmd: 'open', ...fleet })));
+    const clockMs = await this.clockError();
     const operations: Operation[] = [];
     const failed = new Map<string, number>();
     let calls = 0;
@@ -289,7 +295,12 @@ export class HistoryFleet {
     );
     const lagMs = Math.max(...lags.map((l) => l.lagMs));
     const deliveryMs = lagMs + ROUND_TRIP_MS;
-    const config = { l1MaxAgeMs, ownStore: setup.store !== 'built-in', deliveryMs };
+    const config = {
+      l1MaxAgeMs,
+      ownStore: setup.store !== 'built-in',
+      deliveryMs,
+      clockSkewMs: Math.max(CLOCK_SKEW_MS, clockMs),
+    };
     const history = { operations, faults };
     return {
       setup,
@@ -302,7 +313,29 @@ export class HistoryFleet {
       drainMs,
       sweepMs,
       lagMs,
+      clockMs,
     };
+  }
+
+  /**
+   * How far the workers' clocks may be from the run's (ms): the worst, over the workers, of the
+   * offset of the reading with the shortest round trip, plus half that round trip.
+   */
+  private async clockError(): Promise<number> {
+    let worst = 0;
+    for (const worker of this.workers) {
+      let best = { trip: Infinity, error: Infinity };
+      for (let i = 0; i < CLOCK_READINGS; i++) {
+        const sent = now();
+        const { clock } = await worker.ask<{ id: number; clock: number }>({ cmd: 'clock' });
+        const back = now();
+        const trip = back - sent;
+        if (trip < best.trip)
+          best = { trip, error: Math.abs(clock - (sent + back) / 2) + trip / 2 };
+      }
+      worst = Math.max(worst, best.error);
+    }
+    return worst;
   }
 
   /** Faults, one at a time, until `end`; each recorded from its injection to its repair. */

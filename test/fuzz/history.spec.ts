@@ -40,7 +40,7 @@ function report(result: RoundResult): string[] {
       `(replay: HISTORY_SEED=${SEED} npx vitest run --config test/vitest.config.ts ${FILE})`,
     ...summarize(check.violations),
     `faults: ${result.history.faults.map((f) => f.kind).join(', ')}`,
-    `calls ${result.calls}, drained in ${result.drainMs.toFixed(0)} ms, swept in ${result.sweepMs.toFixed(0)} ms, worst event-loop delay ${result.lagMs.toFixed(1)} ms`,
+    `calls ${result.calls}, drained in ${result.drainMs.toFixed(0)} ms, swept in ${result.sweepMs.toFixed(0)} ms, worst event-loop delay ${result.lagMs.toFixed(1)} ms, clocks within ${result.clockMs.toFixed(3)} ms`,
     ...failed,
     ...first,
   ];

@@ -6,7 +6,7 @@
  */
 /* oxlint-disable typescript/no-extraneous-class -- Nest modules are empty classes with metadata */
 import 'reflect-metadata';
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import KeyvRedis from '@keyv/redis';
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
@@ -19,6 +19,7 @@ import {
   keySpec,
   rowKeys,
   rowTag,
+  sharedClock,
   type Call,
   type FleetSetup,
   type HistoryCommand,
@@ -26,7 +27,7 @@ import {
 } from './history.protocol.js';
 
 const send = (reply: HistoryReply): void => void process.send!(reply);
-const now = (): number => performance.timeOrigin + performance.now();
+const now = sharedClock;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 let counter = 0;
@@ -205,6 +206,7 @@ async function handle(command: HistoryCommand): Promise<void> {
     return send({ id: command.id, done: true });
   }
   if (command.cmd === 'lag') return send({ id: command.id, lagMs: loopDelay.max / 1e6 });
+  if (command.cmd === 'clock') return send({ id: command.id, clock: now() });
   const start = now();
   const made: Made = {};
   try {
