@@ -4,7 +4,7 @@ import type { Observable } from 'rxjs';
 import { Streamed, valueOrStream } from './http-stream.js';
 
 // Passed on as they are, unlike the cache's own errors.
-export const handlerErrors = new WeakSet<object>();
+const handlerErrors = new WeakSet<object>();
 
 // Handlers whose Observable emitted more than once: streams, sent live from then on.
 export const streaming = new WeakSet<object>();
@@ -15,7 +15,7 @@ export class Carried {
   constructor(readonly value: unknown) {}
 }
 
-export const isObject = (value: unknown): value is object =>
+const isObject = (value: unknown): value is object =>
   (typeof value === 'object' && value !== null) || typeof value === 'function';
 
 /**
